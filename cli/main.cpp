@@ -1,0 +1,214 @@
+// kvplan: plan VRAM for local LLM inference. Parsing and rendering only; libplanner does the work.
+// Exit codes: 0 a plan was found, 1 nothing fits, 2 bad input.
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "args.hpp"
+#include "kvplan/kvplan.hpp"
+#include "render.hpp"
+
+namespace {
+
+using kvplan::InputError;
+
+std::vector<std::string> split_paths(const char* env) {
+  std::vector<std::string> out;
+  if (!env) return out;
+  std::stringstream ss(env);
+  std::string part;
+  while (std::getline(ss, part, ':'))
+    if (!part.empty()) out.push_back(part);
+  return out;
+}
+
+// --model may be a pasted GGUF name such as Qwen2.5-Coder-32B-Instruct-Q4_K_M.gguf: split it into
+// the catalog model and the weight format when no such file exists.
+void resolve_model_argument(const kvplan::Catalog& catalog, kvplan::Request& req) {
+  std::string m = req.model;
+  std::error_code ec;
+  if (std::filesystem::exists(m, ec))
+    throw InputError("--model", m, "reading GGUF files and config.json is not supported yet; give a catalog name (see `kvplan models`)");
+  const std::string ext = ".gguf";
+  if (m.size() > ext.size() && m.compare(m.size() - ext.size(), ext.size(), ext) == 0) {
+    const std::string stem = m.substr(0, m.size() - ext.size());
+    for (const auto& f : catalog.weight_formats) {
+      const std::string suffix = "-" + f.id;
+      if (stem.size() > suffix.size() && stem.compare(stem.size() - suffix.size(), suffix.size(), suffix) == 0) {
+        const std::string name = stem.substr(0, stem.size() - suffix.size());
+        if (req.weights && *req.weights != f.id)
+          throw InputError("--weights", *req.weights, "disagrees with the file name '" + m + "' (" + f.id + ")");
+        req.model = name;
+        req.weights = f.id;
+        return;
+      }
+    }
+    req.model = stem;
+  }
+}
+
+int run(int argc, char** argv) {
+  std::vector<std::string> raw(argv + 1, argv + argc);
+  const std::vector<std::string> args = kvplan::cli::rewrite_llama_flags(raw);
+
+  CLI::App app{"kvplan: which weights, context and K/V cache types fit your GPU, and what they cost in quality"};
+  app.set_version_flag("--version", "kvplan 0.1.0");
+  app.fallthrough();
+  app.require_subcommand(0, 1);
+
+  kvplan::Request req;
+  std::string gpu, model, task = "general", flash_attn = "auto", reserve, free_mem, ngl, rope_type;
+  std::optional<int> ctx, ubatch, batch;
+  std::optional<std::string> ctk, ctv, weights, tensor_split;
+  std::optional<double> rope_scale;
+  std::optional<int> yarn_orig;
+  std::vector<std::string> data_dirs;
+  bool json = false, kv_unified = false, swa_full = false, allow_slow = false;
+  int parallel = 1, top = 5;
+  std::string build = "default", engine = "llama.cpp";
+
+  app.add_option("--gpu", gpu, "GPU name (rtx4090, \"RTX 3090\", h100-sxm) or size (24GB = 24 GiB)");
+  app.add_option("--model", model, "model name, alias or HF id (see `kvplan models`)");
+  app.add_option("--task", task, "task profile: general (default), agentic, coding, rag, chat, summarization, creative, reasoning");
+  app.add_option("--weights", weights, "GGUF weight format, e.g. Q4_K_M");
+  app.add_option("--ctx-size,--ctx", ctx, "pin the context length in tokens (llama.cpp -c)");
+  app.add_option("--cache-type-k,--ctk", ctk, "pin the K cache type (llama.cpp -ctk)");
+  app.add_option("--cache-type-v,--ctv", ctv, "pin the V cache type (llama.cpp -ctv)");
+  app.add_option("--flash-attn,--fa", flash_attn, "on | off | auto (auto: chosen per option)");
+  app.add_option("--parallel,--np", parallel, "server slots (llama.cpp -np); kvplan's default is 1");
+  app.add_flag("--kv-unified", kv_unified, "one KV buffer shared by all slots (llama.cpp -kvu)");
+  app.add_option("--ubatch-size,--ub", ubatch, "physical batch (llama.cpp -ub, default 512)");
+  app.add_option("--batch-size", batch, "logical batch (llama.cpp -b, default 2048)");
+  app.add_flag("--swa-full", swa_full, "full-size sliding-window cache (llama.cpp --swa-full)");
+  app.add_option("--n-gpu-layers,--ngl", ngl, "layers on the GPU; only full offload is modelled (99, all, -1)");
+  app.add_option("--tensor-split", tensor_split, "multi-GPU split (not modelled yet)");
+  app.add_option("--rope-scaling", rope_type, "rope scaling type (as llama.cpp); enables the model's extended context");
+  app.add_option("--rope-scale", rope_scale, "rope scale factor (must match the model's)");
+  app.add_option("--yarn-orig-ctx", yarn_orig, "YaRN original context (must match the model's)");
+  app.add_option("--engine", engine, "inference engine (llama.cpp)");
+  app.add_option("--build", build, "default | fa-all-quants (CUDA built with GGML_CUDA_FA_ALL_QUANTS)");
+  app.add_flag("--allow-slow", allow_slow, "also offer K/V pairs that run off the fast path");
+  app.add_option("--reserve", reserve, "memory kept for the display and other processes, e.g. 1GB");
+  app.add_option("--free", free_mem, "memory actually free on the GPU (replaces its total), e.g. 22.5GB");
+  app.add_option("--top", top, "options to show (default 5)");
+  app.add_option("--data", data_dirs, "extra data directory (repeatable; also KVPLAN_DATA=dir:dir)");
+  app.add_flag("--json", json, "print the plan as JSON (schema/plan.schema.json)");
+  // Flags llama.cpp has whose effect kvplan does not model yet: accepted by name so the error is clear.
+  std::vector<std::string> unmodelled_values;
+  for (const char* flag : {"--split-mode", "--override-tensor", "--n-cpu-moe", "--model-draft", "--fit"})
+    app.add_option(flag, unmodelled_values, "not modelled yet")->group("");
+  bool no_kv_offload = false, cpu_moe = false;
+  app.add_flag("--no-kv-offload,--cpu-moe", no_kv_offload, "not modelled yet")->group("");
+  (void)cpu_moe;
+
+  auto* models_cmd = app.add_subcommand("models", "list the catalog's models");
+  auto* gpus_cmd = app.add_subcommand("gpus", "list the catalog's GPUs");
+  auto* explain_cmd = app.add_subcommand("explain", "one option's breakdown, risk and evidence in full");
+  int explain_rank = 1;
+  explain_cmd->add_option("--rank", explain_rank, "which ranked option (default 1, the recommendation)");
+
+  std::vector<std::string> reversed(args.rbegin(), args.rend());
+  try {
+    app.parse(reversed);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "kvplan: " << e.what() << "\n(run kvplan --help for the flags)\n";
+    return 2;
+  }
+
+  for (auto* opt : app.get_options())
+    if (opt->get_group().empty() && opt->count() > 0)
+      throw InputError(opt->get_name(), "", "is a llama.cpp flag whose memory effect kvplan does not model yet");
+  if (tensor_split) throw InputError("--tensor-split", *tensor_split, "multi-GPU placement is not modelled yet");
+  if (!ngl.empty() && ngl != "99" && ngl != "all" && ngl != "-1" && ngl != "auto") {
+    int n = 0;
+    try {
+      n = std::stoi(ngl);
+    } catch (const std::exception&) {
+      throw InputError("--n-gpu-layers", ngl, "not a layer count", {"99", "all", "-1"});
+    }
+    (void)n;  // compared against the model below
+  }
+
+  std::vector<std::string> dirs = split_paths(std::getenv("KVPLAN_DATA"));
+  dirs.insert(dirs.end(), data_dirs.begin(), data_dirs.end());
+  const kvplan::Catalog catalog = dirs.empty() ? kvplan::builtin_catalog() : kvplan::load_catalog(dirs);
+
+  if (models_cmd->parsed()) {
+    std::cout << kvplan::cli::render_models(catalog);
+    return 0;
+  }
+  if (gpus_cmd->parsed()) {
+    std::cout << kvplan::cli::render_gpus(catalog);
+    return 0;
+  }
+
+  req.gpu = gpu;
+  req.model = model;
+  req.task = task;
+  req.engine = engine;
+  req.build = build;
+  req.weights = weights;
+  req.ctx_size = ctx;
+  req.cache_type_k = ctk;
+  req.cache_type_v = ctv;
+  req.flash_attn = flash_attn;
+  req.n_parallel = parallel;
+  req.kv_unified = kv_unified;
+  req.n_ubatch = ubatch;
+  req.n_batch = batch;
+  req.swa_full = swa_full;
+  req.allow_slow = allow_slow;
+  req.top = top;
+  if (!reserve.empty()) req.reserve = kvplan::parse_size(reserve, "--reserve");
+  if (!free_mem.empty()) req.free = kvplan::parse_size(free_mem, "--free");
+  if (!req.model.empty()) resolve_model_argument(catalog, req);
+
+  if (!req.model.empty()) {
+    const kvplan::ModelSpec& m = catalog.model(req.model);
+    if (!ngl.empty() && ngl != "99" && ngl != "all" && ngl != "-1" && ngl != "auto" && std::stoi(ngl) <= m.layers)
+      throw InputError("--n-gpu-layers", ngl,
+                       "partial offload is not modelled yet; kvplan plans full offload (" + std::to_string(m.layers + 1) + " or more)");
+    if (!rope_type.empty() || rope_scale || yarn_orig) {
+      if (!m.rope_scaling) throw InputError("--rope-scaling", rope_type, m.name + " has no documented rope scaling in the catalog");
+      if (!rope_type.empty() && rope_type != m.rope_scaling->type)
+        throw InputError("--rope-scaling", rope_type, "does not match " + m.name + "'s documented scaling", {m.rope_scaling->type});
+      if (rope_scale && *rope_scale != m.rope_scaling->factor)
+        throw InputError("--rope-scale", std::to_string(*rope_scale), "does not match " + m.name + "'s documented factor",
+                         {std::to_string(m.rope_scaling->factor)});
+      if (yarn_orig && *yarn_orig != m.rope_scaling->orig_ctx)
+        throw InputError("--yarn-orig-ctx", std::to_string(*yarn_orig), "does not match " + m.name + "'s original context",
+                         {std::to_string(m.rope_scaling->orig_ctx)});
+      req.rope_scaling = true;
+    }
+  }
+
+  const kvplan::Plan plan = kvplan::plan(catalog, req);
+  if (json) std::cout << kvplan::to_json(plan);
+  else if (explain_cmd->parsed()) std::cout << kvplan::cli::render_explain(plan, explain_rank);
+  else std::cout << kvplan::cli::render_plan(plan);
+  return plan.fits() ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const InputError& e) {
+    std::cerr << "kvplan: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "kvplan: internal error: " << e.what() << "\n";
+    return 3;
+  }
+}

@@ -1,0 +1,14 @@
+// Rendering plans and catalog listings as text. Formatting only: every number comes from libplanner.
+#pragma once
+#include <string>
+
+#include "kvplan/plan.hpp"
+
+namespace kvplan::cli {
+
+std::string render_plan(const Plan& plan);                 // the default table
+std::string render_explain(const Plan& plan, int rank);     // one option in full
+std::string render_models(const Catalog& catalog);
+std::string render_gpus(const Catalog& catalog);
+
+}  // namespace kvplan::cli

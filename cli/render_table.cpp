@@ -1,0 +1,154 @@
+// The plan as a table a newcomer can read without the docs. Formatting only.
+#include <fmt/format.h>
+
+#include "kvplan/error.hpp"
+#include "render.hpp"
+
+namespace kvplan::cli {
+namespace {
+
+std::string gib(Bytes b) { return format_gib(b); }
+
+std::string params_text(std::int64_t p) { return fmt::format("{:.2f}B params", static_cast<double>(p) / 1e9); }
+
+std::string loss_text(const Quality& q) {
+  const double pct = q.expected_loss * 100;
+  if (pct < 0.05) return fmt::format("{} (<0.1%)", risk_name(q.risk));
+  if (pct < 10) return fmt::format("{} (~{:.1f}%)", risk_name(q.risk), pct);
+  return fmt::format("{} (~{:.0f}%)", risk_name(q.risk), pct);
+}
+
+std::string header(const Plan& p) {
+  const ModelSpec& m = *p.model;
+  const Pool& dev = p.pools.front();
+  std::string out;
+  std::string swa;
+  if (m.swa) {
+    int n_swa = 0;
+    for (int il = 0; il < m.layers; ++il) n_swa += m.is_sliding(il);
+    swa = fmt::format(", {} of them sliding-window ({} tokens)", n_swa, m.swa->window);
+  }
+  out += fmt::format("Model    {}  ({}, {}, {} layers{}, {} KV heads x {} head size)\n", m.name, m.arch, params_text(m.params), m.layers,
+                     swa, m.kv_heads, m.head_dim_k);
+  if (m.ctx_extended > 0 && m.rope_scaling)
+    out += fmt::format("         context: native {}, extended {} with {} rope scaling x{:g}\n", m.ctx_native, m.ctx_extended,
+                       m.rope_scaling->type, m.rope_scaling->factor);
+  else
+    out += fmt::format("         context: native {} (no documented extension)\n", m.ctx_native);
+  const bool size_only = p.resolved.gpu_size_only;
+  out += fmt::format("Device   {} = {} GiB{}\n", size_only ? p.request.gpu + " GPU" : dev.device, gib(dev.capacity),
+                     size_only ? " (GB means GiB here, as GPU vendors count; assumed a CUDA card)" : "");
+  std::string budget = fmt::format("{} GiB", gib(dev.capacity));
+  if (dev.reserve > 0) budget += fmt::format(" - reserve {}", gib(dev.reserve));
+  budget += fmt::format(" - runtime overhead {} (CUDA context, cuBLAS, pool; up to) - safety margin {} = {} GiB for the plan",
+                        gib(dev.overhead.high), gib(dev.margin), gib(dev.budget()));
+  out += "Budget   " + budget + "\n";
+  out += fmt::format("Engine   {} {}, {} backend{}, {} build\n", p.resolved.engine, p.resolved.engine_build, p.resolved.backend,
+                     p.resolved.backend_verified ? "" : " (kernel rules unverified)",
+                     p.resolved.build == "default" ? "default" : "GGML_CUDA_FA_ALL_QUANTS");
+  out += fmt::format("Serving  {} slot{}{}, ubatch {}; flash attention {}\n", p.resolved.n_parallel, p.resolved.n_parallel > 1 ? "s" : "",
+                     p.resolved.n_parallel > 1 ? (p.resolved.kv_unified ? " sharing one KV buffer" : " with a KV stream each") : "",
+                     p.resolved.n_ubatch, p.request.flash_attn == "auto" ? "chosen per option" : p.request.flash_attn);
+  const TaskProfile& t = *p.task;
+  out += fmt::format("Task     {}: wants {} tokens (at least {}); {}\n", t.name, t.ctx_target, t.ctx_min, t.summary);
+  return out;
+}
+
+struct Column {
+  std::string title;
+  bool left;
+};
+
+std::string table(const Plan& p) {
+  const std::vector<Column> cols = {{"#", false},       {"weights", true},  {"ctx", false},     {"K", true},       {"V", true},
+                                    {"FA", true},       {"weights", false}, {"K cache", false}, {"V cache", false}, {"compute", false},
+                                    {"total", false},   {"headroom", false}, {"risk (est. loss)", true}, {"reason", true}};
+  std::vector<std::vector<std::string>> rows;
+  for (size_t i = 0; i < p.options.size(); ++i) {
+    const Option& o = p.options[i];
+    const std::string dev = p.pools.front().id;
+    rows.push_back({std::to_string(i + 1), o.weights, std::to_string(o.ctx_size), o.cache_type_k, o.cache_type_v, o.flash_attn ? "on" : "off",
+                    gib(o.sum("weights")), gib(o.sum("k_cache") + o.sum("swa_k_cache")), gib(o.sum("v_cache") + o.sum("swa_v_cache")),
+                    gib(o.sum("compute")), gib(o.usage(dev).total), gib(o.usage(dev).headroom), loss_text(o.quality), o.reason});
+  }
+  std::vector<size_t> width(cols.size());
+  for (size_t c = 0; c < cols.size(); ++c) {
+    width[c] = cols[c].title.size();
+    for (const auto& r : rows) width[c] = std::max(width[c], r[c].size());
+  }
+  auto line = [&](const std::vector<std::string>& cells) {
+    std::string s;
+    for (size_t c = 0; c < cols.size(); ++c) {
+      const bool last = c + 1 == cols.size();
+      if (c) s += "  ";
+      if (last) s += cells[c];
+      else s += cols[c].left ? fmt::format("{:<{}}", cells[c], width[c]) : fmt::format("{:>{}}", cells[c], width[c]);
+    }
+    while (!s.empty() && s.back() == ' ') s.pop_back();
+    return s + "\n";
+  };
+  std::vector<std::string> titles;
+  for (const auto& c : cols) titles.push_back(c.title);
+  std::string out = line(titles);
+  for (const auto& r : rows) out += line(r);
+  return out;
+}
+
+}  // namespace
+
+std::string render_plan(const Plan& p) {
+  std::string out = header(p) + "\n";
+  out += table(p);
+  out += "\nSizes in GiB (2^30 bytes). KV cache is exact for this engine build; weights, compute and overhead are estimates, and\n"
+         "headroom subtracts their upper bounds. `--json` has the bytes, `kvplan explain` one option in full.\n";
+  if (const Option* rec = p.recommended()) {
+    out += fmt::format("\nRecommended  #1: {} weights, {} tokens, K={} V={}, {}\n", rec->weights, rec->ctx_size, rec->cache_type_k,
+                       rec->cache_type_v, loss_text(rec->quality));
+    out += rec->launch + "\n";
+    if (!p.explanation.empty()) {
+      out += "\nWhy\n";
+      for (const auto& line : p.explanation) out += "  - " + line + "\n";
+    }
+    for (const auto& n : rec->needs) out += "Needs    " + n + "\n";
+    for (const auto& w : rec->warnings) out += "Warning  " + w + "\n";
+  } else {
+    out += "\nNothing fits. " + p.nothing_fits + ".\n";
+  }
+  for (const auto& w : p.warnings) out += "Warning  " + w + "\n";
+  return out;
+}
+
+std::string render_explain(const Plan& p, int rank) {
+  if (rank < 1 || rank > static_cast<int>(p.options.size()))
+    throw InputError("--rank", std::to_string(rank), fmt::format("must be 1..{}", p.options.size()));
+  const Option& o = p.options[static_cast<size_t>(rank - 1)];
+  std::string out = header(p) + "\n";
+  out += fmt::format("Option #{}: {} weights, {} tokens, K={} V={}, flash attention {}\n", rank, o.weights, o.ctx_size, o.cache_type_k,
+                     o.cache_type_v, o.flash_attn ? "on" : "off");
+  out += fmt::format("{}\n\n", o.reason);
+  out += fmt::format("{:<14} {:<8} {:>14} {:>12} {:>12}  {}\n", "allocation", "pool", "bytes", "MiB", "upper MiB", "kind");
+  for (const auto& a : o.allocations)
+    out += fmt::format("{:<14} {:<8} {:>14} {:>12} {:>12}  {}\n", a.what, a.pool, a.figure.bytes, format_mib(a.figure.bytes),
+                       format_mib(a.figure.high), a.figure.accuracy == Accuracy::exact ? "exact" : "estimate");
+  for (const auto& pool : p.pools) {
+    const PoolUsage& u = o.usage(pool.id);
+    if (pool.bounded())
+      out += fmt::format("pool {}: {} of {} GiB budget (capacity {} - reserve {} - overhead {} - margin {}), headroom {} GiB\n", pool.id,
+                         gib(u.total_high), gib(pool.budget()), gib(pool.capacity), gib(pool.reserve), gib(pool.overhead.high),
+                         gib(pool.margin), gib(u.headroom));
+    else
+      out += fmt::format("pool {}: {} GiB (host RAM, not bounded by this plan)\n", pool.id, gib(u.total_high));
+  }
+  const Quality& q = o.quality;
+  out += fmt::format("\nQuality  {}: expected loss {:.3f}% (80% interval {:.3f}% .. {:.3f}%)\n", risk_name(q.risk), q.expected_loss * 100,
+                     q.low * 100, q.high * 100);
+  out += fmt::format("         = task factor {:g} x (weights {:.3f}% + cache {:.3f}% x weight-precision factor)\n", q.task_factor,
+                     q.weights_loss * 100, q.kv_loss * 100);
+  for (const auto& e : q.evidence) out += "Evidence " + e + "\n";
+  for (const auto& n : o.needs) out += "Needs    " + n + "\n";
+  for (const auto& w : o.warnings) out += "Warning  " + w + "\n";
+  out += "\n" + o.launch + "\n";
+  return out;
+}
+
+}  // namespace kvplan::cli

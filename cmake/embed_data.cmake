@@ -1,0 +1,16 @@
+# Writes a C++ source holding every data file as a string, so the catalog needs no runtime path.
+# Usage: cmake -DDATA_DIR=... -DOUT=... -P embed_data.cmake
+file(GLOB_RECURSE files RELATIVE "${DATA_DIR}" "${DATA_DIR}/*.yaml")
+list(SORT files)
+set(body "// Generated from data/ by cmake/embed_data.cmake. Do not edit.\n#include \"catalog/embedded.hpp\"\nnamespace kvplan::detail {\nconst std::vector<EmbeddedFile>& embedded_data() {\n  static const std::vector<EmbeddedFile> files = {\n")
+foreach(f IN LISTS files)
+  file(READ "${DATA_DIR}/${f}" content)
+  string(APPEND body "    {\"${f}\", R\"kvplan_embed(${content})kvplan_embed\"},\n")
+endforeach()
+string(APPEND body "  };\n  return files;\n}\n}  // namespace kvplan::detail\n")
+if(EXISTS "${OUT}")
+  file(READ "${OUT}" old)
+endif()
+if(NOT "${old}" STREQUAL "${body}")
+  file(WRITE "${OUT}" "${body}")
+endif()

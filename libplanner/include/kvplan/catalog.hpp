@@ -1,0 +1,214 @@
+// kvplan/catalog.hpp — the data the planner reads: models, GPUs, engine rules, weight formats,
+// tasks and quality priors. Loaded from YAML in data/ (embedded at build time) plus optional
+// override directories; see data/README.md for the schema of each file.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kvplan {
+
+// ---------- models ----------
+struct RopeScaling {
+  std::string type;    // "yarn" or "linear"
+  double factor = 1;
+  int orig_ctx = 0;
+};
+
+struct SlidingWindow {
+  int window = 0;   // n_swa
+  int pattern = 0;  // llama.cpp set_swa_pattern: layer il is sliding iff il % pattern < pattern - 1
+};
+
+struct Moe {
+  int experts = 0;
+  int experts_used = 0;
+  int expert_ff = 0;
+  int shared_ff = 0;
+};
+
+struct ModelSpec {
+  std::string id, name, hf_id, arch, family, source, note;
+  std::vector<std::string> aliases;
+  std::int64_t params = 0;
+  int layers = 0, embd = 0, heads = 0, kv_heads = 0, head_dim_k = 0, head_dim_v = 0, ff = 0, vocab = 0;
+  bool tied_embeddings = false, qkv_bias = false, qk_norm = false, post_norms = false, attn_sinks = false;
+  int ctx_native = 0;
+  int ctx_extended = 0;  // 0 when the model has no documented rope-scaled maximum
+  std::optional<RopeScaling> rope_scaling;
+  std::optional<SlidingWindow> swa;
+  std::optional<Moe> moe;
+
+  bool is_sliding(int il) const { return swa && il % swa->pattern < swa->pattern - 1; }
+  int max_ctx() const { return ctx_extended > 0 ? ctx_extended : ctx_native; }
+};
+
+// ---------- GPUs ----------
+struct GpuSpec {
+  std::string id, name, vendor, backend, memory_kind, total_source, compute_capability, arch, source;
+  std::vector<std::string> aliases;
+  std::int64_t total_mib = 0;
+  std::int64_t working_set_mib = 0;  // unified memory only
+  double bandwidth_gbs = 0;
+  bool unified() const { return memory_kind == "unified"; }
+};
+
+// ---------- llama.cpp engine rules ----------
+struct GgmlType {
+  std::string name;
+  int id = 0;
+  int block = 1;
+  int bytes = 0;  // per block
+  bool quantized() const { return block > 1; }
+  std::int64_t row_size(std::int64_t n) const { return n / block * bytes; }  // ggml_row_size
+};
+
+struct Estimate {  // a closed-form estimate: typical value and the upper bound the fit check uses
+  double typical_mib = 0;
+  double high_mib = 0;
+};
+
+struct BackendSpec {
+  std::string id, name;
+  int alignment = 32;          // buffer alignment
+  int matrix_row_padding = 0;  // CUDA MATRIX_ROW_PADDING (0 = none)
+  bool verified = false;       // kernel rules checked against source
+  std::vector<std::string> fa_types_default;    // types with flash-attention kernels on a default build
+  std::vector<std::string> fa_types_all_quants; // with GGML_CUDA_FA_ALL_QUANTS
+  bool fa_mixed_default = false;                // mixed K/V pairs have kernels on a default build
+  bool fa_mixed_slow = false;                   // mixed pairs run, but off the fast path (Metal)
+  std::vector<int> fa_head_sizes;
+  Estimate context;        // driver context
+  Estimate pool;           // allocator pool slack
+  std::int64_t blas_workspace_mib = 0;
+  std::int64_t blas_workspace_mib_hopper = 0;
+  double compute_rel_error = 0.1;  // estimate error of the compute buffer
+  std::string source;
+};
+
+struct BuildRule {  // a rule that changed across llama.cpp builds, with the build range it holds for
+  std::string rule, value, source;
+  int from_build = 0, until_build = 0;  // until 0 = still holds
+};
+
+struct EngineSpec {
+  std::string id, name, build_name, build_source, vendored_by;
+  int build = 0;
+  std::vector<GgmlType> ggml_types;
+  std::vector<std::string> cache_types;          // what the engine accepts (-ctk/-ctv)
+  std::vector<std::string> cache_types_offered;  // what the ranker tries when nothing is pinned
+  std::map<std::string, std::string> quant_fallback;  // k-quant type -> type used when ne0 % 256 != 0
+  int ctx_pad = 256;
+  int default_ubatch = 512, default_batch = 2048;
+  std::vector<BackendSpec> backends;
+  std::vector<BuildRule> build_rules;
+  std::int64_t margin_mib = 0;
+  std::string margin_source;
+
+  const GgmlType& type(const std::string& name, const std::string& field) const;
+  const BackendSpec& backend(const std::string& id) const;
+  bool rule_holds(const std::string& rule) const;  // for this engine's build
+};
+
+// ---------- GGUF weight formats ----------
+struct TensorTypeRule {
+  std::vector<std::string> tensors;  // llama.cpp names without "blk.N.", e.g. attn_v, ffn_down, output
+  std::string type;
+  std::string layers = "all";        // all | more_bits | first_eighth | first_sixteenth | first_n
+  int first_n = 0;
+  int min_gqa = 0;      // when n_head / n_head_kv >= this
+  int experts = -1;     // when n_expert == this
+  int n_layer = 0;      // when the model has exactly this many layers (llama.cpp LLM_TYPE_70B)
+};
+
+struct WeightFormat {
+  std::string id, base_type, source, quality_source;
+  int ftype = -1;
+  std::vector<TensorTypeRule> rules;  // the last matching rule wins (llama_tensor_get_type's overrides)
+  double rel_loss = 0;                // measured PPL increase vs f16, fraction, on the reference model
+  bool rel_loss_estimate = false;
+  double bpw_llama31_8b = 0;
+  double size_gib_llama31_8b = 0;
+  bool offered = true;                // enumerated by default
+};
+
+// ---------- tasks ----------
+struct StrictnessBand {
+  int upto = 0;  // 0 = no upper limit
+  double factor = 1;
+};
+struct TaskProfile {
+  std::string id, name, metric, summary, source;
+  std::vector<std::string> aliases;
+  int ctx_target = 0, ctx_min = 0;
+  std::vector<StrictnessBand> strictness;
+  double factor_at(int ctx) const;
+};
+
+// ---------- quality prior ----------
+struct TypeSensitivity {   // a_K, a_V: relative PPL increase at 7B, ctx <= 4K
+  std::string type;
+  double bits = 16;
+  double a_k_rot = 0, a_k_norot = 0, a_v = 0;
+  double spread = 3;       // the 80% interval is [L/spread, L*spread]
+};
+struct FamilyFactor {
+  std::string family;
+  double k_low_bits_rot = 1, k_low_bits_norot = 1, all_bits = 1;
+  double k_low_bits_max = 5;   // "low bits" means K bits <= this
+  std::string source;
+};
+struct Evidence {
+  std::string id, text, source;
+};
+struct PriorParams {
+  double size_ref_b = 7, size_exponent = 0.5, size_clamp_low = 0.4, size_clamp_high = 4;
+  double ctx_ref = 4096;
+  double alpha_k_small = 1, alpha_k_small_below_b = 2;
+  double alpha_k_mid = 0.5, alpha_k_mid_upto_b = 8;
+  double alpha_k_large = 0.15, alpha_k_large_from_b = 30;
+  double alpha_v_low = 0.1;
+  double low_bits = 4;   // context growth applies at or below this many bits
+  double weight_bpw_high = 6, weight_bpw_mid = 3.5;
+  double w_high = 1, w_mid = 1.5, w_low = 2.5;
+  double weight_loss_ref_b = 8;
+  double band_free = 0.005, band_mild = 0.02, band_noticeable = 0.10;
+  std::vector<TypeSensitivity> types;
+  std::vector<FamilyFactor> families;
+  std::vector<Evidence> evidence;
+  std::string source;
+  const TypeSensitivity& type(const std::string& name) const;
+  const FamilyFactor* family(const std::string& name) const;
+  const Evidence* find_evidence(const std::string& id) const;
+};
+
+// ---------- the catalog ----------
+struct Catalog {
+  std::vector<ModelSpec> models;
+  std::vector<GpuSpec> gpus;
+  std::vector<EngineSpec> engines;
+  std::vector<WeightFormat> weight_formats;
+  std::vector<TaskProfile> tasks;
+  PriorParams prior;
+
+  // Lookups by id, alias or display name (case- and punctuation-insensitive). Throw InputError
+  // with a "did you mean" suggestion naming `field`.
+  const ModelSpec& model(const std::string& name, const std::string& field = "--model") const;
+  const GpuSpec& gpu(const std::string& name, const std::string& field = "--gpu") const;
+  const EngineSpec& engine(const std::string& id, const std::string& field = "--engine") const;
+  const WeightFormat& weight_format(const std::string& id, const std::string& field = "--weights") const;
+  const TaskProfile& task(const std::string& id, const std::string& field = "--task") const;
+  const ModelSpec* find_model(const std::string& name) const;
+  const WeightFormat* find_weight_format(const std::string& id) const;
+};
+
+// The embedded catalog merged with each directory in `extra_dirs` (later wins; entries merged by id,
+// field by field). Throws InputError for malformed YAML (field = "file:line").
+Catalog load_catalog(const std::vector<std::string>& extra_dirs = {});
+
+// The built-in catalog alone, loaded once.
+const Catalog& builtin_catalog();
+
+}  // namespace kvplan

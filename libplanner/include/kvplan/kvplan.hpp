@@ -1,0 +1,7 @@
+// kvplan/kvplan.hpp — umbrella header.
+#pragma once
+#include "kvplan/catalog.hpp"
+#include "kvplan/error.hpp"
+#include "kvplan/memory.hpp"
+#include "kvplan/plan.hpp"
+#include "kvplan/units.hpp"

@@ -1,0 +1,65 @@
+// kvplan/memory.hpp — llama.cpp's memory rules, one function per allocation kind.
+// Each function cites the engine source it mirrors in libplanner/src/memory/.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "kvplan/catalog.hpp"
+#include "kvplan/plan.hpp"
+
+namespace kvplan {
+
+// How llama.cpp sizes the context for a request (llama-context.cpp, llama-kv-cache-iswa.cpp).
+struct ContextShape {
+  int n_ctx = 0;       // cells in all streams together (PAD(ctx, 256), rounded per stream)
+  int n_ctx_seq = 0;   // cells per stream (kv_size)
+  int n_stream = 1;    // 1 when unified, else n_seq
+  int n_seq = 1;       // n_seq_max = --parallel
+  bool unified = false;
+  int n_ubatch = 512, n_batch = 2048;
+  int swa_cells = 0;   // cells per stream of the sliding-window cache (0 without SWA layers)
+};
+ContextShape context_shape(const ModelSpec& model, const EngineSpec& engine, int ctx_requested,
+                           int n_parallel, bool unified, int n_ubatch, int n_batch, bool swa_full);
+
+// Bytes one tensor of `nrows` rows of `ne0` elements takes in a backend buffer: ggml_row_size
+// plus CUDA's row-padding tail for quantized types, padded to the buffer alignment.
+Figure tensor_bytes(const GgmlType& type, std::int64_t ne0, std::int64_t nrows, const BackendSpec& backend);
+
+struct KvCacheBytes {
+  Figure k, v, swa_k, swa_v;
+};
+KvCacheBytes kv_cache_bytes(const ModelSpec& model, const ContextShape& shape, const GgmlType& type_k,
+                            const GgmlType& type_v, bool flash_attn, const BackendSpec& backend);
+
+// One weight tensor as a GGUF produced by llama-quantize for `format` would hold it.
+struct WeightTensor {
+  std::string name;   // llama.cpp name, e.g. "blk.3.attn_v.weight"
+  std::string type;   // ggml type
+  std::int64_t ne0 = 0, nrows = 0;
+  bool on_host = false;  // token_embd stays in host memory with full offload
+};
+std::vector<WeightTensor> weight_tensors(const ModelSpec& model, const WeightFormat& format, const EngineSpec& engine);
+
+struct WeightBytes {
+  Figure device, host;
+};
+// Full offload (-ngl >= layers + 1). Labelled estimate: per-tensor types follow llama-quantize's
+// recipe, which a given GGUF may not (imatrix, custom mixes).
+WeightBytes weight_bytes(const ModelSpec& model, const WeightFormat& format, const EngineSpec& engine,
+                         const BackendSpec& backend);
+
+// Compute buffer on the GPU and on the host (closed-form estimates of ggml-alloc's peak).
+struct ComputeBytes {
+  Figure device, host;
+};
+ComputeBytes compute_bytes(const ModelSpec& model, const ContextShape& shape, const GgmlType& type_k,
+                           const GgmlType& type_v, bool flash_attn, const BackendSpec& backend);
+
+// Logits/embeddings output buffer (pinned host memory).
+Figure output_bytes(const ModelSpec& model, const ContextShape& shape);
+
+// Runtime overhead outside ggml's buffers: driver context, BLAS workspace, allocator pool slack.
+Figure runtime_overhead(const GpuSpec* gpu, const BackendSpec& backend);
+
+}  // namespace kvplan

@@ -1,0 +1,152 @@
+// kvplan/plan.hpp — the request and the plan: value types and the pure planning functions.
+//
+//   const auto& catalog = kvplan::builtin_catalog();
+//   kvplan::Request req;
+//   req.gpu = "24GB"; req.model = "qwen2.5-coder-32b"; req.task = "agentic";
+//   kvplan::Plan plan = kvplan::plan(catalog, req);
+//   if (plan.fits()) std::cout << kvplan::to_json(plan);
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kvplan/catalog.hpp"
+#include "kvplan/units.hpp"
+
+namespace kvplan {
+
+// What was asked. Unset optionals are for the planner to choose.
+struct Request {
+  std::string model;                 // catalog name/alias/HF id (required)
+  std::string gpu;                   // catalog GPU name or a size such as "24GB" (required)
+  std::string task = "general";      // data/tasks.yaml id
+  std::string engine = "llama.cpp";
+  std::string build = "default";     // "default" | "fa-all-quants" (CUDA built with GGML_CUDA_FA_ALL_QUANTS)
+  std::optional<std::string> weights;       // GGUF format, e.g. "Q4_K_M"
+  std::optional<int> ctx_size;              // tokens, as -c
+  std::optional<std::string> cache_type_k;  // -ctk
+  std::optional<std::string> cache_type_v;  // -ctv
+  std::string flash_attn = "auto";   // on | off | auto (auto: the planner picks per option)
+  int n_parallel = 1;                // -np (kvplan's default is one slot; launch lines say so)
+  bool kv_unified = false;           // -kvu
+  std::optional<int> n_ubatch;       // -ub (engine default 512)
+  std::optional<int> n_batch;        // -b  (engine default 2048)
+  bool swa_full = false;             // --swa-full
+  bool allow_slow = false;           // offer pairs that run off the fast path
+  bool rope_scaling = false;         // the user passed the model's rope-scaling flags
+  std::optional<Bytes> reserve;      // memory kept for the display / other processes
+  std::optional<Bytes> free;         // what is actually free on the GPU (replaces total − reserve)
+  std::optional<Bytes> host_ram;     // host pool size (default: unbounded, reported only)
+  int top = 5;                       // options to return
+};
+
+enum class Accuracy { exact, estimate };
+
+// One figure of memory: the bytes the engine allocates, the unpadded tensor bytes, and for
+// estimates the upper bound the fit check uses.
+struct Figure {
+  Bytes bytes = 0;
+  Bytes unpadded = 0;
+  Bytes high = 0;
+  Accuracy accuracy = Accuracy::exact;
+  static Figure exact(Bytes padded, Bytes unpadded) { return {padded, unpadded, padded, Accuracy::exact}; }
+  static Figure estimate(Bytes typical, Bytes high) { return {typical, typical, high, Accuracy::estimate}; }
+};
+
+// A budget is a list of pools. A unified-memory device is one pool (its working-set limit).
+struct Pool {
+  std::string id;        // "gpu0", "host"
+  std::string kind;      // "gpu" | "host" | "unified"
+  std::string device;    // display name
+  std::string backend;   // cuda | metal | rocm | vulkan | sycl | cpu
+  Bytes capacity = 0;    // what the driver reports (0 = not bounded)
+  Bytes reserve = 0;     // display / other processes
+  Figure overhead;       // runtime overhead (driver context, BLAS workspace, pool slack)
+  Bytes margin = 0;      // safety margin
+  bool bounded() const { return capacity > 0; }
+  Bytes budget() const { return capacity - reserve - overhead.high - margin; }  // for the plan's own buffers
+};
+
+// Every allocation lands in one pool and belongs to one component.
+struct Allocation {
+  std::string component;  // "main" (later: "draft", "mmproj")
+  std::string what;       // weights | k_cache | v_cache | swa_k_cache | swa_v_cache | state | compute | output
+  std::string pool;
+  Figure figure;
+};
+
+struct PoolUsage {
+  std::string pool;
+  Bytes total = 0;      // typical bytes of all allocations + overhead + margin (+reserve)
+  Bytes total_high = 0; // with each estimate's upper bound: what the fit check uses
+  Bytes headroom = 0;   // budget − allocations at their upper bound (negative: does not fit)
+};
+
+enum class Risk { free, mild, noticeable, avoid };
+const char* risk_name(Risk r);
+
+struct Quality {
+  double expected_loss = 0;  // fractional perplexity increase vs f16 weights and f16 cache, task-weighted
+  double low = 0, high = 0;  // 80% interval
+  double kv_loss = 0;        // cache part (before the task factor)
+  double weights_loss = 0;   // weights part (before the task factor)
+  double task_factor = 1;
+  Risk risk = Risk::free;
+  std::vector<std::string> evidence;  // sentences naming the measurement and its source
+};
+
+struct Option {
+  std::string weights;       // GGUF format id
+  int ctx_size = 0;          // what -c gets
+  std::string cache_type_k, cache_type_v;
+  bool flash_attn = true;
+  bool beyond_native = false;  // uses rope scaling
+  bool below_task_min = false;
+  std::vector<Allocation> allocations;
+  std::vector<PoolUsage> pools;
+  Quality quality;
+  std::vector<std::string> needs;     // e.g. "GGML_CUDA_FA_ALL_QUANTS build"
+  std::vector<std::string> warnings;
+  std::string reason;                 // one line
+  std::string launch;                 // llama-server command line
+
+  Bytes sum(const std::string& what) const;            // typical bytes of allocations of that kind
+  const PoolUsage& usage(const std::string& pool) const;
+  bool fits() const;
+};
+
+// What the engine will actually do with the request, whatever option is chosen.
+struct Resolved {
+  std::string engine, engine_build, backend, build;
+  bool backend_verified = true;
+  int n_parallel = 1;
+  bool kv_unified = false;
+  int n_ubatch = 512, n_batch = 2048;
+  bool swa_full = false;
+  bool gpu_size_only = false;  // --gpu was a size, not a named card
+};
+
+struct Plan {
+  Request request;
+  Resolved resolved;
+  const ModelSpec* model = nullptr;   // points into the catalog the plan was made from
+  const TaskProfile* task = nullptr;
+  std::vector<Pool> pools;
+  std::vector<Option> options;        // ranked, best first
+  std::string mode;                   // "rank" | "max_context" | "best_types" | "single"
+  std::vector<std::string> warnings;
+  std::string nothing_fits;           // why, and what would fit instead (empty when options fit)
+  std::vector<std::string> explanation;  // why the recommendation, with evidence
+  bool fits() const { return !options.empty() && options.front().fits(); }
+  const Option* recommended() const { return fits() ? &options.front() : nullptr; }
+};
+
+// The planner: a pure function from catalog and request to plan. Throws InputError for bad input;
+// "nothing fits" is a plan with fits() == false and nothing_fits explaining.
+Plan plan(const Catalog& catalog, const Request& request);
+
+// The whole plan as the JSON contract of schema/plan.schema.json.
+inline constexpr int kSchemaVersion = 1;
+std::string to_json(const Plan& plan, int indent = 2);
+
+}  // namespace kvplan

@@ -1,0 +1,442 @@
+// Reads the YAML catalog: embedded data/ first, then each --data / KVPLAN_DATA directory.
+// Entries of one collection are merged by id, field by field; later sources win.
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include <yaml-cpp/yaml.h>
+
+#include "catalog/embedded.hpp"
+#include "kvplan/catalog.hpp"
+#include "kvplan/error.hpp"
+
+namespace kvplan {
+namespace {
+
+namespace fs = std::filesystem;
+
+// One catalog entry being assembled from several files.
+struct Entry {
+  std::string id;
+  std::map<std::string, std::pair<YAML::Node, std::string>> fields;  // key -> (value, file it came from)
+};
+
+struct Sources {
+  std::map<std::string, std::vector<Entry>> collections;  // "models" -> entries in first-seen order
+  std::map<std::string, std::pair<YAML::Node, std::string>> quant_fallback;
+};
+
+std::string where(const std::string& file, const YAML::Node& node) {
+  const auto mark = node.Mark();
+  return mark.line >= 0 ? file + ":" + std::to_string(mark.line + 1) : file;
+}
+
+void merge_entry(std::vector<Entry>& entries, const YAML::Node& node, const std::string& file, const std::string& collection) {
+  if (!node.IsMap()) throw InputError(where(file, node), "", "each entry of '" + collection + "' must be a mapping");
+  const YAML::Node id = node["id"];
+  if (!id || !id.IsScalar()) throw InputError(where(file, node), "", "entry of '" + collection + "' has no 'id'");
+  const std::string key = id.as<std::string>();
+  auto it = std::find_if(entries.begin(), entries.end(), [&](const Entry& e) { return e.id == key; });
+  if (it == entries.end()) {
+    entries.push_back(Entry{key, {}});
+    it = std::prev(entries.end());
+  }
+  for (const auto& kv : node) it->fields[kv.first.as<std::string>()] = {kv.second, file};
+}
+
+void add_document(Sources& sources, const std::string& text, const std::string& file) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    throw InputError(file + ":" + std::to_string(e.mark.line + 1), "", "malformed YAML: " + e.msg);
+  }
+  if (root.IsNull()) return;
+  if (!root.IsMap()) throw InputError(file, "", "a data file must be a mapping at the top level");
+  for (const auto& kv : root) {
+    const std::string name = kv.first.as<std::string>();
+    const YAML::Node& value = kv.second;
+    if (name == "models" || name == "gpus" || name == "formats" || name == "tasks") {
+      if (!value.IsSequence()) throw InputError(where(file, value), name, "must be a list");
+      for (const auto& item : value) merge_entry(sources.collections[name], item, file, name);
+    } else if (name == "engine" || name == "prior") {
+      YAML::Node node = value;
+      if (name == "prior" && !node["id"]) node["id"] = "default";
+      merge_entry(sources.collections[name], node, file, name);
+    } else if (name == "quant_fallback") {
+      if (!value.IsMap()) throw InputError(where(file, value), name, "must be a mapping of type -> type");
+      for (const auto& f : value) sources.quant_fallback[f.first.as<std::string>()] = {f.second, file};
+    } else if (name == "source" || name == "note") {
+      // file-level provenance, documentation only
+    } else {
+      throw InputError(where(file, kv.first), name, "unknown top-level key",
+                       {"models", "gpus", "engine", "formats", "tasks", "prior", "quant_fallback", "source"});
+    }
+  }
+}
+
+// Typed access to an entry's fields with file:line errors.
+class Reader {
+ public:
+  Reader(const Entry& e, std::string collection) : e_(e), collection_(std::move(collection)) {}
+
+  bool has(const std::string& key) const { return e_.fields.count(key) && !e_.fields.at(key).first.IsNull(); }
+
+  template <typename T>
+  T get(const std::string& key) const {
+    if (!has(key)) throw InputError(location(), key, collection_ + " entry '" + e_.id + "' lacks required field");
+    return convert<T>(key, e_.fields.at(key).first);
+  }
+  template <typename T>
+  T get(const std::string& key, T fallback) const {
+    return has(key) ? convert<T>(key, e_.fields.at(key).first) : fallback;
+  }
+  const YAML::Node* node(const std::string& key) const { return has(key) ? &e_.fields.at(key).first : nullptr; }
+  template <typename T>
+  T convert(const std::string& key, const YAML::Node& n) const {
+    try {
+      return n.as<T>();
+    } catch (const YAML::Exception&) {
+      throw InputError(location(key, n), YAML::Dump(n), collection_ + " '" + e_.id + "' field '" + key + "' has the wrong type");
+    }
+  }
+  std::string location(const std::string& key = {}, const YAML::Node& n = YAML::Node()) const {
+    if (!key.empty() && e_.fields.count(key)) return where(e_.fields.at(key).second, n.IsDefined() ? n : e_.fields.at(key).first);
+    return e_.fields.empty() ? collection_ : e_.fields.begin()->second.second;
+  }
+  const std::string& id() const { return e_.id; }
+
+ private:
+  const Entry& e_;
+  std::string collection_;
+};
+
+template <typename T>
+T sub(const Reader& r, const YAML::Node& map, const std::string& parent, const std::string& key) {
+  const YAML::Node n = map[key];
+  if (!n) throw InputError(r.location(parent, map), key, "'" + parent + "' of '" + r.id() + "' lacks");
+  return r.convert<T>(parent + "." + key, n);
+}
+
+void require_positive(const Reader& r, const std::string& key, long long v) {
+  if (v <= 0) throw InputError(r.location(key), std::to_string(v), "'" + r.id() + "' field '" + key + "' must be positive");
+}
+
+ModelSpec read_model(const Reader& r) {
+  ModelSpec m;
+  m.id = r.id();
+  m.name = r.get<std::string>("name", m.id);
+  m.hf_id = r.get<std::string>("hf_id", "");
+  m.aliases = r.get<std::vector<std::string>>("aliases", {});
+  m.arch = r.get<std::string>("arch");
+  m.family = r.get<std::string>("family", m.arch);
+  m.params = r.get<long long>("params");
+  m.layers = r.get<int>("layers");
+  m.embd = r.get<int>("embd");
+  m.heads = r.get<int>("heads");
+  m.kv_heads = r.get<int>("kv_heads");
+  m.head_dim_k = r.get<int>("head_dim", m.heads ? m.embd / m.heads : 0);
+  m.head_dim_v = r.get<int>("head_dim_v", m.head_dim_k);
+  m.ff = r.get<int>("ff", 0);
+  m.vocab = r.get<int>("vocab");
+  m.tied_embeddings = r.get<bool>("tied_embeddings", false);
+  m.qkv_bias = r.get<bool>("qkv_bias", false);
+  m.qk_norm = r.get<bool>("qk_norm", false);
+  m.post_norms = r.get<bool>("post_norms", false);
+  m.attn_sinks = r.get<bool>("attn_sinks", false);
+  m.ctx_native = r.get<int>("ctx_native");
+  m.ctx_extended = r.get<int>("ctx_extended", 0);
+  m.source = r.get<std::string>("source");
+  m.note = r.get<std::string>("note", "");
+  for (auto [key, v] : {std::pair{"params", m.params}, {"layers", m.layers}, {"embd", m.embd}, {"heads", m.heads},
+                        {"kv_heads", m.kv_heads}, {"head_dim", m.head_dim_k}, {"vocab", m.vocab}, {"ctx_native", m.ctx_native}})
+    require_positive(r, key, v);
+  if (m.heads % m.kv_heads != 0)
+    throw InputError(r.location("kv_heads"), std::to_string(m.kv_heads), "'" + m.id + "' heads must be a multiple of kv_heads");
+  if (const auto* n = r.node("rope_scaling")) {
+    m.rope_scaling = RopeScaling{sub<std::string>(r, *n, "rope_scaling", "type"), sub<double>(r, *n, "rope_scaling", "factor"),
+                                 sub<int>(r, *n, "rope_scaling", "orig_ctx")};
+  }
+  if (m.ctx_extended > 0 && !m.rope_scaling)
+    throw InputError(r.location("ctx_extended"), std::to_string(m.ctx_extended), "'" + m.id + "' has ctx_extended but no rope_scaling");
+  if (const auto* n = r.node("swa")) {
+    m.swa = SlidingWindow{sub<int>(r, *n, "swa", "window"), sub<int>(r, *n, "swa", "pattern")};
+    if (m.swa->window <= 0 || m.swa->pattern < 2)
+      throw InputError(r.location("swa"), YAML::Dump(*n), "'" + m.id + "' swa needs window > 0 and pattern >= 2");
+  }
+  if (const auto* n = r.node("moe")) {
+    Moe moe;
+    moe.experts = sub<int>(r, *n, "moe", "experts");
+    moe.experts_used = sub<int>(r, *n, "moe", "experts_used");
+    moe.expert_ff = sub<int>(r, *n, "moe", "expert_ff");
+    moe.shared_ff = (*n)["shared_ff"] ? r.convert<int>("moe.shared_ff", (*n)["shared_ff"]) : 0;
+    m.moe = moe;
+  }
+  return m;
+}
+
+GpuSpec read_gpu(const Reader& r) {
+  GpuSpec g;
+  g.id = r.id();
+  g.name = r.get<std::string>("name", g.id);
+  g.aliases = r.get<std::vector<std::string>>("aliases", {});
+  g.vendor = r.get<std::string>("vendor", "");
+  g.backend = r.get<std::string>("backend");
+  g.memory_kind = r.get<std::string>("memory", "dedicated");
+  if (g.memory_kind != "dedicated" && g.memory_kind != "unified")
+    throw InputError(r.location("memory"), g.memory_kind, "gpu '" + g.id + "' memory must be", {"dedicated", "unified"});
+  g.total_mib = r.get<long long>("total_mib");
+  require_positive(r, "total_mib", g.total_mib);
+  g.total_source = r.get<std::string>("total_source", "");
+  g.working_set_mib = r.get<long long>("working_set_mib", 0);
+  g.compute_capability = r.get<std::string>("compute_capability", "");
+  g.arch = r.get<std::string>("arch", "");
+  g.bandwidth_gbs = r.get<double>("bandwidth_gbs", 0);
+  g.source = r.get<std::string>("source", "");
+  return g;
+}
+
+Estimate read_estimate(const Reader& r, const YAML::Node& n, const std::string& key) {
+  return Estimate{sub<double>(r, n, key, "typical_mib"), sub<double>(r, n, key, "high_mib")};
+}
+
+EngineSpec read_engine(const Reader& r) {
+  EngineSpec e;
+  e.id = r.id();
+  e.name = r.get<std::string>("name", e.id);
+  e.vendored_by = r.get<std::string>("vendored_by", "");
+  e.build_name = r.get<std::string>("build_name");
+  e.build = r.get<int>("build", 0);
+  e.build_source = r.get<std::string>("build_source");
+  if (const auto* n = r.node("ggml_types")) {
+    for (const auto& kv : *n) {
+      GgmlType t;
+      t.name = kv.first.as<std::string>();
+      t.id = sub<int>(r, kv.second, "ggml_types." + t.name, "id");
+      t.block = sub<int>(r, kv.second, "ggml_types." + t.name, "block");
+      t.bytes = sub<int>(r, kv.second, "ggml_types." + t.name, "bytes");
+      e.ggml_types.push_back(t);
+    }
+  }
+  e.cache_types = r.get<std::vector<std::string>>("cache_types");
+  e.cache_types_offered = r.get<std::vector<std::string>>("cache_types_offered", e.cache_types);
+  for (const auto& t : e.cache_types_offered)
+    if (std::find(e.cache_types.begin(), e.cache_types.end(), t) == e.cache_types.end())
+      throw InputError(r.location("cache_types_offered"), t, "engine '" + e.id + "' offers a cache type it does not accept", e.cache_types);
+  e.ctx_pad = r.get<int>("ctx_pad");
+  e.default_ubatch = r.get<int>("default_ubatch");
+  e.default_batch = r.get<int>("default_batch");
+  e.margin_mib = r.get<long long>("margin_mib", 0);
+  e.margin_source = r.get<std::string>("margin_source", "");
+  if (const auto* n = r.node("backends")) {
+    for (const auto& b : *n) {
+      BackendSpec s;
+      s.id = sub<std::string>(r, b, "backends", "id");
+      s.name = b["name"] ? b["name"].as<std::string>() : s.id;
+      s.verified = b["verified"] && b["verified"].as<bool>();
+      s.alignment = sub<int>(r, b, "backends." + s.id, "alignment");
+      s.matrix_row_padding = b["matrix_row_padding"] ? b["matrix_row_padding"].as<int>() : 0;
+      s.fa_types_default = sub<std::vector<std::string>>(r, b, "backends." + s.id, "fa_types_default");
+      s.fa_types_all_quants = b["fa_types_all_quants"] ? b["fa_types_all_quants"].as<std::vector<std::string>>() : s.fa_types_default;
+      s.fa_mixed_default = b["fa_mixed_default"] && b["fa_mixed_default"].as<bool>();
+      s.fa_mixed_slow = b["fa_mixed_slow"] && b["fa_mixed_slow"].as<bool>();
+      s.fa_head_sizes = b["fa_head_sizes"] ? b["fa_head_sizes"].as<std::vector<int>>() : std::vector<int>{};
+      s.context = read_estimate(r, b["context"], "backends." + s.id + ".context");
+      s.pool = read_estimate(r, b["pool"], "backends." + s.id + ".pool");
+      s.blas_workspace_mib = b["blas_workspace_mib"] ? b["blas_workspace_mib"].as<long long>() : 0;
+      s.blas_workspace_mib_hopper = b["blas_workspace_mib_hopper"] ? b["blas_workspace_mib_hopper"].as<long long>() : s.blas_workspace_mib;
+      s.compute_rel_error = b["compute_rel_error"] ? b["compute_rel_error"].as<double>() : 0.1;
+      s.source = b["source"] ? b["source"].as<std::string>() : "";
+      e.backends.push_back(s);
+    }
+  }
+  if (const auto* n = r.node("build_rules")) {
+    for (const auto& b : *n) {
+      BuildRule rule;
+      rule.rule = sub<std::string>(r, b, "build_rules", "rule");
+      rule.value = b["value"] ? b["value"].as<std::string>() : "";
+      rule.source = sub<std::string>(r, b, "build_rules", "source");
+      rule.from_build = b["from_build"] ? b["from_build"].as<int>() : 0;
+      rule.until_build = b["until_build"] ? b["until_build"].as<int>() : 0;
+      e.build_rules.push_back(rule);
+    }
+  }
+  return e;
+}
+
+WeightFormat read_format(const Reader& r) {
+  WeightFormat f;
+  f.id = r.id();
+  f.ftype = r.get<int>("ftype", -1);
+  f.base_type = r.get<std::string>("base", "");
+  f.source = r.get<std::string>("source", "");
+  f.quality_source = r.get<std::string>("quality_source", "");
+  f.offered = r.get<bool>("offered", true);
+  if (const auto* n = r.node("rules")) {
+    for (const auto& rule : *n) {
+      TensorTypeRule t;
+      const YAML::Node tensors = rule["tensors"];
+      if (!tensors) throw InputError(r.location("rules", rule), "", "format '" + f.id + "' rule lacks 'tensors'");
+      t.tensors = tensors.IsSequence() ? tensors.as<std::vector<std::string>>() : std::vector<std::string>{tensors.as<std::string>()};
+      t.type = sub<std::string>(r, rule, "rules", "type");
+      t.layers = rule["layers"] ? rule["layers"].as<std::string>() : "all";
+      static const std::vector<std::string> selectors = {"all", "more_bits", "first_eighth", "first_sixteenth", "first_n"};
+      if (std::find(selectors.begin(), selectors.end(), t.layers) == selectors.end())
+        throw InputError(r.location("rules", rule), t.layers, "format '" + f.id + "' unknown layer selector", selectors);
+      t.first_n = rule["first_n"] ? rule["first_n"].as<int>() : 0;
+      t.min_gqa = rule["min_gqa"] ? rule["min_gqa"].as<int>() : 0;
+      t.experts = rule["experts"] ? rule["experts"].as<int>() : -1;
+      t.n_layer = rule["n_layer"] ? rule["n_layer"].as<int>() : 0;
+      f.rules.push_back(t);
+    }
+  }
+  const bool has_measured = r.has("rel_loss");
+  f.rel_loss = has_measured ? r.get<double>("rel_loss") : r.get<double>("rel_loss_estimate", 0);
+  f.rel_loss_estimate = !has_measured || r.get<bool>("estimate", false);
+  f.bpw_llama31_8b = r.get<double>("bpw_llama31_8b", 0);
+  f.size_gib_llama31_8b = r.get<double>("size_gib_llama31_8b", 0);
+  return f;
+}
+
+TaskProfile read_task(const Reader& r) {
+  TaskProfile t;
+  t.id = r.id();
+  t.name = r.get<std::string>("name", t.id);
+  t.aliases = r.get<std::vector<std::string>>("aliases", {});
+  t.ctx_target = r.get<int>("ctx_target");
+  t.ctx_min = r.get<int>("ctx_min");
+  t.metric = r.get<std::string>("metric", "");
+  t.summary = r.get<std::string>("summary", "");
+  t.source = r.get<std::string>("source");
+  if (const auto* n = r.node("strictness")) {
+    for (const auto& b : *n) {
+      StrictnessBand band;
+      band.upto = b["upto"] && !b["upto"].IsNull() ? b["upto"].as<int>() : 0;
+      band.factor = sub<double>(r, b, "strictness", "factor");
+      t.strictness.push_back(band);
+    }
+  }
+  if (t.strictness.empty()) t.strictness.push_back({0, 1});
+  return t;
+}
+
+PriorParams read_prior(const Reader& r) {
+  PriorParams p;
+  p.source = r.get<std::string>("source");
+#define KVPLAN_PRIOR_FIELD(name) p.name = r.get<double>(#name, p.name)
+  KVPLAN_PRIOR_FIELD(size_ref_b); KVPLAN_PRIOR_FIELD(size_exponent); KVPLAN_PRIOR_FIELD(size_clamp_low);
+  KVPLAN_PRIOR_FIELD(size_clamp_high); KVPLAN_PRIOR_FIELD(ctx_ref); KVPLAN_PRIOR_FIELD(low_bits);
+  KVPLAN_PRIOR_FIELD(alpha_k_small); KVPLAN_PRIOR_FIELD(alpha_k_small_below_b); KVPLAN_PRIOR_FIELD(alpha_k_mid);
+  KVPLAN_PRIOR_FIELD(alpha_k_mid_upto_b); KVPLAN_PRIOR_FIELD(alpha_k_large); KVPLAN_PRIOR_FIELD(alpha_k_large_from_b);
+  KVPLAN_PRIOR_FIELD(alpha_v_low); KVPLAN_PRIOR_FIELD(weight_bpw_high); KVPLAN_PRIOR_FIELD(weight_bpw_mid);
+  KVPLAN_PRIOR_FIELD(w_high); KVPLAN_PRIOR_FIELD(w_mid); KVPLAN_PRIOR_FIELD(w_low); KVPLAN_PRIOR_FIELD(weight_loss_ref_b);
+  KVPLAN_PRIOR_FIELD(band_free); KVPLAN_PRIOR_FIELD(band_mild); KVPLAN_PRIOR_FIELD(band_noticeable);
+#undef KVPLAN_PRIOR_FIELD
+  if (const auto* n = r.node("types")) {
+    for (const auto& t : *n) {
+      TypeSensitivity s;
+      s.type = sub<std::string>(r, t, "types", "type");
+      s.bits = sub<double>(r, t, "types", "bits");
+      s.a_k_rot = sub<double>(r, t, "types", "a_k_rot");
+      s.a_k_norot = sub<double>(r, t, "types", "a_k_norot");
+      s.a_v = sub<double>(r, t, "types", "a_v");
+      s.spread = t["spread"] ? t["spread"].as<double>() : 3;
+      p.types.push_back(s);
+    }
+  }
+  if (const auto* n = r.node("families")) {
+    for (const auto& f : *n) {
+      FamilyFactor ff;
+      ff.family = sub<std::string>(r, f, "families", "family");
+      ff.k_low_bits_max = f["k_low_bits_max"] ? f["k_low_bits_max"].as<double>() : 5;
+      ff.k_low_bits_rot = f["k_low_bits_rot"] ? f["k_low_bits_rot"].as<double>() : 1;
+      ff.k_low_bits_norot = f["k_low_bits_norot"] ? f["k_low_bits_norot"].as<double>() : 1;
+      ff.all_bits = f["all_bits"] ? f["all_bits"].as<double>() : 1;
+      ff.source = sub<std::string>(r, f, "families", "source");
+      p.families.push_back(ff);
+    }
+  }
+  if (const auto* n = r.node("evidence")) {
+    for (const auto& e : *n)
+      p.evidence.push_back(Evidence{sub<std::string>(r, e, "evidence", "id"), sub<std::string>(r, e, "evidence", "text"),
+                                    sub<std::string>(r, e, "evidence", "source")});
+  }
+  return p;
+}
+
+template <typename T, typename F>
+std::vector<T> read_all(const Sources& s, const std::string& collection, F read) {
+  std::vector<T> out;
+  auto it = s.collections.find(collection);
+  if (it == s.collections.end()) return out;
+  for (const auto& e : it->second) out.push_back(read(Reader(e, collection)));
+  return out;
+}
+
+void add_directory(Sources& sources, const std::string& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) throw InputError("--data", dir, "not a directory");
+  std::vector<fs::path> files;
+  for (const auto& entry : fs::recursive_directory_iterator(dir, ec))
+    if (entry.is_regular_file() && (entry.path().extension() == ".yaml" || entry.path().extension() == ".yml"))
+      files.push_back(entry.path());
+  std::sort(files.begin(), files.end());
+  for (const auto& f : files) {
+    std::ifstream in(f);
+    std::stringstream text;
+    text << in.rdbuf();
+    add_document(sources, text.str(), f.string());
+  }
+}
+
+void check_unique_names(const Catalog& c) {
+  std::map<std::string, std::string> seen;
+  auto claim = [&](const std::string& name, const std::string& owner, const std::string& kind) {
+    std::string key;
+    for (char ch : name) if (std::isalnum(static_cast<unsigned char>(ch)) || ch == '.') key += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    auto [it, inserted] = seen.emplace(kind + ":" + key, owner);
+    if (!inserted && it->second != owner)
+      throw InputError("data " + kind, name, "name is used by both '" + it->second + "' and '" + owner + "'");
+  };
+  for (const auto& m : c.models) {
+    claim(m.id, m.id, "models");
+    claim(m.name, m.id, "models");
+    if (!m.hf_id.empty()) claim(m.hf_id, m.id, "models");
+    for (const auto& a : m.aliases) claim(a, m.id, "models");
+  }
+  for (const auto& g : c.gpus) {
+    claim(g.id, g.id, "gpus");
+    for (const auto& a : g.aliases) claim(a, g.id, "gpus");
+  }
+}
+
+}  // namespace
+
+Catalog load_catalog(const std::vector<std::string>& extra_dirs) {
+  Sources sources;
+  for (const auto& f : detail::embedded_data()) add_document(sources, f.content, std::string("data/") + f.path);
+  for (const auto& d : extra_dirs) add_directory(sources, d);
+
+  Catalog c;
+  c.models = read_all<ModelSpec>(sources, "models", read_model);
+  c.gpus = read_all<GpuSpec>(sources, "gpus", read_gpu);
+  c.engines = read_all<EngineSpec>(sources, "engine", read_engine);
+  c.weight_formats = read_all<WeightFormat>(sources, "formats", read_format);
+  c.tasks = read_all<TaskProfile>(sources, "tasks", read_task);
+  auto priors = read_all<PriorParams>(sources, "prior", read_prior);
+  if (priors.empty()) throw InputError("data", "prior", "no quality prior in the catalog");
+  c.prior = priors.front();
+  for (auto& e : c.engines)
+    for (const auto& [from, to] : sources.quant_fallback) e.quant_fallback[from] = to.first.as<std::string>();
+  check_unique_names(c);
+  return c;
+}
+
+const Catalog& builtin_catalog() {
+  static const Catalog catalog = load_catalog();
+  return catalog;
+}
+
+}  // namespace kvplan

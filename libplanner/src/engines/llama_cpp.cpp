@@ -1,0 +1,80 @@
+#include "engines/llama_cpp.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+namespace kvplan::engines {
+namespace {
+bool contains(const std::vector<std::string>& v, const std::string& x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+}  // namespace
+
+PairCheck check_pair(const EngineSpec& engine, const BackendSpec& backend, const ModelSpec& model, const std::string& build,
+                     const std::string& type_k, const std::string& type_v, bool flash_attn) {
+  PairCheck out;
+  const GgmlType& tk = engine.type(type_k, "--cache-type-k");
+  const GgmlType& tv = engine.type(type_v, "--cache-type-v");
+  // src/llama-context.cpp: "quantized V cache requires flash_attn" (V is stored transposed without FA)
+  if (tv.quantized() && !flash_attn) {
+    out.reason = "quantized V cache (" + type_v + ") requires flash attention";
+    return out;
+  }
+  for (const GgmlType* t : {&tk, &tv}) {
+    const int dim = t == &tk ? model.head_dim_k : model.head_dim_v;
+    if (t->quantized() && dim % t->block != 0) {
+      out.reason = fmt::format("{} needs the head size ({}) to be a multiple of {}", t->name, dim, t->block);
+      return out;
+    }
+  }
+  out.ok = true;
+  if (!flash_attn) return out;
+
+  // Flash-attention kernels: a missing kernel makes the scheduler run FLASH_ATTN_EXT on the CPU
+  // (-fa on) or fail at start with a quantized V (-fa auto).
+  const bool all_quants = build == "fa-all-quants";
+  const auto& types = all_quants ? backend.fa_types_all_quants : backend.fa_types_default;
+  std::string missing;
+  if (!backend.fa_head_sizes.empty() &&
+      (model.head_dim_k != model.head_dim_v ||
+       std::find(backend.fa_head_sizes.begin(), backend.fa_head_sizes.end(), model.head_dim_k) == backend.fa_head_sizes.end())) {
+    missing = fmt::format("no {} flash-attention kernel for head size {}", backend.name, model.head_dim_k);
+  } else if (!contains(types, type_k) || !contains(types, type_v)) {
+    const std::string bad = !contains(types, type_k) ? type_k : type_v;
+    missing = fmt::format("no {} flash-attention kernel for {}", backend.name, bad);
+    if (!all_quants && contains(backend.fa_types_all_quants, bad)) out.needs.push_back("GGML_CUDA_FA_ALL_QUANTS build");
+  } else if (type_k != type_v && !all_quants && !backend.fa_mixed_default) {
+    missing = fmt::format("a default {} build has flash-attention kernels only for same-type K/V pairs", backend.name);
+    out.needs.push_back("GGML_CUDA_FA_ALL_QUANTS build");
+  }
+  if (!missing.empty()) {
+    out.ok = false;
+    out.slow = true;
+    out.reason = missing + "; attention would run on the CPU";
+    return out;
+  }
+  if (type_k != type_v && backend.fa_mixed_slow) {
+    out.ok = false;
+    out.slow = true;
+    out.reason = fmt::format("mixed K/V types run on {} but off the fused fast path", backend.name);
+  }
+  return out;
+}
+
+std::string gguf_file_name(const ModelSpec& model, const std::string& weights) { return model.name + "-" + weights + ".gguf"; }
+
+std::string launch_line(const ModelSpec& model, const Option& o, const Resolved& r, int default_ubatch, int default_batch) {
+  std::string line = fmt::format("llama-server -m {} -c {} -np {}", gguf_file_name(model, o.weights), o.ctx_size, r.n_parallel);
+  if (r.kv_unified) line += " -kvu";
+  line += fmt::format(" -fa {} -ctk {} -ctv {} -ngl {}", o.flash_attn ? "on" : "off", o.cache_type_k, o.cache_type_v,
+                      std::max(99, model.layers + 1));
+  if (r.n_ubatch != default_ubatch) line += fmt::format(" -ub {}", r.n_ubatch);
+  if (r.n_batch != default_batch) line += fmt::format(" -b {}", r.n_batch);
+  if (r.swa_full) line += " --swa-full";
+  if (o.beyond_native && model.rope_scaling) {
+    line += fmt::format(" --rope-scaling {} --rope-scale {:g}", model.rope_scaling->type, model.rope_scaling->factor);
+    if (model.rope_scaling->type == "yarn") line += fmt::format(" --yarn-orig-ctx {}", model.rope_scaling->orig_ctx);
+  }
+  return line;
+}
+
+}  // namespace kvplan::engines

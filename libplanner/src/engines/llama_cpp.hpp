@@ -1,0 +1,32 @@
+// llama.cpp's rules on what it will start, and the command line for a plan.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "kvplan/catalog.hpp"
+#include "kvplan/plan.hpp"
+
+namespace kvplan::engines {
+
+struct PairCheck {
+  bool ok = false;     // the engine starts with this configuration on the fast path
+  bool slow = false;   // it starts, but attention leaves the fast path (CPU fallback / unfused)
+  std::string reason;  // why not, or why slow
+  std::vector<std::string> needs;
+};
+
+// Quantized V needs flash attention (llama-context.cpp); quantized K/V needs a head size that divides
+// into the type's block; flash attention needs a kernel for the pair and head size on the backend
+// (CUDA: ggml-cuda/fattn.cu ggml_cuda_get_best_fattn_kernel).
+PairCheck check_pair(const EngineSpec& engine, const BackendSpec& backend, const ModelSpec& model, const std::string& build,
+                     const std::string& type_k, const std::string& type_v, bool flash_attn);
+
+// The llama-server command for an option. Every line carries -np (llama-server's own default is
+// four unified slots) and an explicit -fa.
+std::string launch_line(const ModelSpec& model, const Option& option, const Resolved& resolved, int default_ubatch,
+                        int default_batch);
+
+// The GGUF file name kvplan writes in launch lines, and its inverse for pasted command lines.
+std::string gguf_file_name(const ModelSpec& model, const std::string& weights);
+
+}  // namespace kvplan::engines

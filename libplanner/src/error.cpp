@@ -1,0 +1,69 @@
+#include "kvplan/error.hpp"
+
+#include <algorithm>
+#include <cctype>
+
+namespace kvplan {
+namespace {
+
+std::string compose(const std::string& field, const std::string& value, const std::string& problem,
+                    const std::vector<std::string>& accepted, const std::string& suggestion) {
+  std::string msg = field + ": " + problem;
+  if (!value.empty()) msg += " '" + value + "'";
+  if (!suggestion.empty()) msg += "; did you mean '" + suggestion + "'?";
+  if (!accepted.empty()) {
+    msg += " (accepted: ";
+    const size_t shown = std::min<size_t>(accepted.size(), 12);
+    for (size_t i = 0; i < shown; ++i) msg += (i ? ", " : "") + accepted[i];
+    if (accepted.size() > shown) msg += ", … " + std::to_string(accepted.size() - shown) + " more";
+    msg += ")";
+  }
+  return msg;
+}
+
+std::string fold(const std::string& s) {
+  std::string out;
+  for (char c : s)
+    if (std::isalnum(static_cast<unsigned char>(c)) || c == '.') out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j)
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+}  // namespace
+
+InputError::InputError(std::string field, std::string value, std::string problem, std::vector<std::string> accepted,
+                       std::string suggestion)
+    : std::runtime_error(compose(field, value, problem, accepted, suggestion)),
+      field_(std::move(field)),
+      value_(std::move(value)),
+      problem_(std::move(problem)),
+      accepted_(std::move(accepted)),
+      suggestion_(std::move(suggestion)) {}
+
+std::string closest_match(const std::string& wanted, const std::vector<std::string>& candidates) {
+  const std::string w = fold(wanted);
+  std::string best;
+  size_t best_d = SIZE_MAX;
+  for (const auto& c : candidates) {
+    const std::string f = fold(c);
+    size_t d = edit_distance(w, f);
+    // a candidate that contains what was typed (or the reverse) is a strong hint
+    if (!w.empty() && (f.find(w) != std::string::npos || w.find(f) != std::string::npos)) d = std::min(d, size_t{1});
+    if (d < best_d) best_d = d, best = c;
+  }
+  const size_t limit = std::max<size_t>(2, w.size() / 3);
+  return best_d <= limit ? best : std::string{};
+}
+
+}  // namespace kvplan

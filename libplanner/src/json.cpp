@@ -1,0 +1,198 @@
+// The plan as JSON: the contract of schema/plan.schema.json. Keys say their unit and use
+// llama.cpp's words. Any key change bumps kSchemaVersion.
+#include <nlohmann/json.hpp>
+
+#include "kvplan/plan.hpp"
+
+namespace kvplan {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+const char* accuracy_name(Accuracy a) { return a == Accuracy::exact ? "exact" : "estimate"; }
+
+json figure_json(const Figure& f) {
+  return json{{"bytes", f.bytes}, {"unpadded_bytes", f.unpadded}, {"high_bytes", f.high}, {"accuracy", accuracy_name(f.accuracy)}};
+}
+
+template <typename T>
+json optional_json(const std::optional<T>& v) {
+  return v ? json(*v) : json(nullptr);
+}
+
+// The memory object of one option in one pool: the design's named keys.
+json memory_json(const Option& o, const Pool& pool) {
+  static const std::pair<const char*, const char*> kinds[] = {
+      {"weights", "weights_bytes"},   {"k_cache", "k_cache_bytes"},         {"v_cache", "v_cache_bytes"},
+      {"swa_k_cache", "swa_k_cache_bytes"}, {"swa_v_cache", "swa_v_cache_bytes"}, {"state", "state_bytes"},
+      {"compute", "compute_bytes"}};
+  json m = json::object();
+  json accuracy = json::object();
+  json high = json::object();
+  json unpadded = json::object();
+  for (const auto& [what, key] : kinds) {
+    Figure f;
+    bool any_estimate = false;
+    for (const auto& a : o.allocations)
+      if (a.what == what && a.pool == pool.id) {
+        f.bytes += a.figure.bytes;
+        f.high += a.figure.high;
+        f.unpadded += a.figure.unpadded;
+        any_estimate |= a.figure.accuracy == Accuracy::estimate;
+      }
+    m[key] = f.bytes;
+    accuracy[key] = any_estimate ? "estimate" : "exact";
+    high[key] = f.high;
+    unpadded[key] = f.unpadded;
+  }
+  Bytes host_weights = 0;
+  for (const auto& a : o.allocations)
+    if (a.what == "weights_host") host_weights += a.figure.bytes;
+  m["weights_host_bytes"] = host_weights;
+  accuracy["weights_host_bytes"] = "estimate";
+  m["kv_total_bytes"] = m["k_cache_bytes"].get<Bytes>() + m["v_cache_bytes"].get<Bytes>() + m["swa_k_cache_bytes"].get<Bytes>() +
+                        m["swa_v_cache_bytes"].get<Bytes>() + m["state_bytes"].get<Bytes>();
+  accuracy["kv_total_bytes"] = "exact";
+  m["overhead_bytes"] = pool.overhead.bytes;
+  accuracy["overhead_bytes"] = "estimate";
+  high["overhead_bytes"] = pool.overhead.high;
+  m["margin_bytes"] = pool.margin;
+  accuracy["margin_bytes"] = "exact";
+  const PoolUsage& u = o.usage(pool.id);
+  m["total_bytes"] = u.total;
+  accuracy["total_bytes"] = "estimate";
+  high["total_bytes"] = u.total_high;
+  m["headroom_bytes"] = u.headroom;
+  accuracy["headroom_bytes"] = "estimate";
+  m["accuracy"] = accuracy;
+  m["high_bytes"] = high;
+  m["unpadded_bytes"] = unpadded;
+  return m;
+}
+
+json option_json(const Plan& p, const Option& o, int rank) {
+  json j;
+  j["rank"] = rank;
+  j["weights"] = o.weights;
+  j["ctx_size"] = o.ctx_size;
+  j["cache_type_k"] = o.cache_type_k;
+  j["cache_type_v"] = o.cache_type_v;
+  j["flash_attn"] = o.flash_attn ? "on" : "off";
+  j["beyond_native"] = o.beyond_native;
+  j["below_task_min"] = o.below_task_min;
+  j["fits"] = o.fits();
+  j["memory"] = memory_json(o, p.pools.front());
+  json pools = json::array();
+  for (const auto& u : o.pools) pools.push_back({{"pool", u.pool}, {"total_bytes", u.total}, {"total_high_bytes", u.total_high}, {"headroom_bytes", u.headroom}});
+  j["pools"] = pools;
+  json allocs = json::array();
+  for (const auto& a : o.allocations) {
+    json f = figure_json(a.figure);
+    allocs.push_back({{"component", a.component}, {"what", a.what}, {"pool", a.pool}, {"bytes", f["bytes"]}, {"unpadded_bytes", f["unpadded_bytes"]},
+                      {"high_bytes", f["high_bytes"]}, {"accuracy", f["accuracy"]}});
+  }
+  j["allocations"] = allocs;
+  j["quality"] = {{"expected_loss", o.quality.expected_loss}, {"low", o.quality.low},       {"high", o.quality.high},
+                  {"kv_loss", o.quality.kv_loss},             {"weights_loss", o.quality.weights_loss},
+                  {"task_factor", o.quality.task_factor},     {"risk", risk_name(o.quality.risk)}, {"evidence", o.quality.evidence}};
+  j["reason"] = o.reason;
+  j["needs"] = o.needs;
+  j["warnings"] = o.warnings;
+  j["launch"] = {{"llama.cpp", o.launch}};
+  return j;
+}
+
+}  // namespace
+
+std::string to_json(const Plan& p, int indent) {
+  json j;
+  j["schema_version"] = kSchemaVersion;
+  const Request& r = p.request;
+  j["request"] = {{"model", r.model},
+                  {"gpu", r.gpu},
+                  {"task", r.task},
+                  {"engine", r.engine},
+                  {"build", r.build},
+                  {"weights", optional_json(r.weights)},
+                  {"ctx_size", optional_json(r.ctx_size)},
+                  {"cache_type_k", optional_json(r.cache_type_k)},
+                  {"cache_type_v", optional_json(r.cache_type_v)},
+                  {"flash_attn", r.flash_attn},
+                  {"n_parallel", r.n_parallel},
+                  {"kv_unified", r.kv_unified},
+                  {"n_ubatch", optional_json(r.n_ubatch)},
+                  {"n_batch", optional_json(r.n_batch)},
+                  {"swa_full", r.swa_full},
+                  {"allow_slow", r.allow_slow},
+                  {"reserve_bytes", optional_json(r.reserve)},
+                  {"free_bytes", optional_json(r.free)},
+                  {"top", r.top}};
+  const Resolved& s = p.resolved;
+  j["resolved"] = {{"engine", s.engine},
+                   {"engine_build", s.engine_build},
+                   {"backend", s.backend},
+                   {"backend_verified", s.backend_verified},
+                   {"build", s.build},
+                   {"n_parallel", s.n_parallel},
+                   {"kv_unified", s.kv_unified},
+                   {"n_ubatch", s.n_ubatch},
+                   {"n_batch", s.n_batch},
+                   {"swa_full", s.swa_full},
+                   {"mode", p.mode}};
+  const ModelSpec& m = *p.model;
+  j["model"] = {{"id", m.id},
+                {"name", m.name},
+                {"hf_id", m.hf_id},
+                {"arch", m.arch},
+                {"params", m.params},
+                {"layers", m.layers},
+                {"n_embd", m.embd},
+                {"n_head", m.heads},
+                {"n_head_kv", m.kv_heads},
+                {"head_dim_k", m.head_dim_k},
+                {"head_dim_v", m.head_dim_v},
+                {"n_vocab", m.vocab},
+                {"ctx_native_tokens", m.ctx_native},
+                {"ctx_extended_tokens", m.ctx_extended},
+                {"sliding_window", m.swa ? json{{"window_tokens", m.swa->window}, {"pattern", m.swa->pattern}} : json(nullptr)}};
+  j["task"] = {{"id", p.task->id}, {"name", p.task->name}, {"ctx_target_tokens", p.task->ctx_target}, {"ctx_min_tokens", p.task->ctx_min}};
+  json pools = json::array();
+  const Option* rec = p.recommended();
+  for (const auto& pool : p.pools) {
+    json pj = {{"id", pool.id},
+               {"kind", pool.kind},
+               {"device", pool.device},
+               {"backend", pool.backend},
+               {"bounded", pool.bounded()},
+               {"capacity_bytes", pool.capacity},
+               {"reserve_bytes", pool.reserve},
+               {"overhead_bytes", pool.overhead.bytes},
+               {"overhead_high_bytes", pool.overhead.high},
+               {"margin_bytes", pool.margin},
+               {"budget_bytes", pool.bounded() ? pool.budget() : 0}};
+    if (rec) {
+      json breakdown = json::object();
+      for (const auto& a : rec->allocations)
+        if (a.pool == pool.id) breakdown[a.what + "_bytes"] = a.figure.bytes;
+      pj["breakdown"] = breakdown;
+      pj["headroom_bytes"] = rec->usage(pool.id).headroom;
+    } else {
+      pj["breakdown"] = json::object();
+      pj["headroom_bytes"] = nullptr;
+    }
+    pools.push_back(pj);
+  }
+  j["pools"] = pools;
+  j["components"] = json::array({{{"id", "main"}, {"model", m.id}}});
+  json options = json::array();
+  for (size_t i = 0; i < p.options.size(); ++i) options.push_back(option_json(p, p.options[i], static_cast<int>(i + 1)));
+  j["options"] = options;
+  j["recommended"] = rec ? json(1) : json(nullptr);
+  j["fits"] = p.fits();
+  j["nothing_fits"] = p.nothing_fits.empty() ? json(nullptr) : json(p.nothing_fits);
+  j["explanation"] = p.explanation;
+  j["warnings"] = p.warnings;
+  return j.dump(indent) + "\n";
+}
+
+}  // namespace kvplan

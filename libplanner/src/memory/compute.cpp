@@ -1,0 +1,55 @@
+#include <algorithm>
+#include <cmath>
+
+#include "kvplan/memory.hpp"
+
+namespace kvplan {
+namespace {
+Figure estimate_with_error(double bytes, double rel_error) {
+  const auto typical = static_cast<Bytes>(std::llround(bytes));
+  return Figure::estimate(typical, static_cast<Bytes>(std::llround(bytes * (1 + rel_error))));
+}
+}  // namespace
+
+// llama.cpp measures the compute buffer by reserving the worst-case graph (src/llama-context.cpp
+// llama_context::graph_reserve; ggml-alloc plans the peak). These closed forms follow that graph's
+// largest live sets (shared/research/formulas.md §1.4, checked against logs there):
+//   logits block   (n_vocab + n_embd) · n_ubatch · 4          result_output f32 and its input
+//   attention, FA off   n_kv · n_ubatch · n_head · 4 + 6 · n_embd · n_ubatch · 4     KQ f32
+//   attention, FA on    quantized K/V: f16 copies n_kv · (k_width + v_width) · 2 (ggml-cuda
+//                       fattn-common.cuh, in the FA node's allocation since llama/23907)
+//   FFN            2 · n_ff · n_ubatch · 4 (MoE: expert_ff · experts_used)
+// Host (CUDA_Host): token_embd get_rows output n_embd · n_ubatch · 4 plus one f32 KQ mask per cache.
+ComputeBytes compute_bytes(const ModelSpec& m, const ContextShape& s, const GgmlType& type_k, const GgmlType& type_v,
+                           bool flash_attn, const BackendSpec& backend) {
+  const double ub = s.n_ubatch;
+  const double n_kv = s.n_ctx_seq;  // the reserve graph sees the full cache (init_full)
+  const double small = 6.0 * m.embd * ub * 4;
+  const double logits = (static_cast<double>(m.vocab) + m.embd) * ub * 4;
+  double attention = 0;
+  if (flash_attn) {
+    const bool f16_copies = (backend.id == "cuda" || backend.id == "rocm") && (type_k.quantized() || type_v.quantized());
+    const double widths = static_cast<double>(m.kv_heads) * (m.head_dim_k + m.head_dim_v);
+    attention = small + (f16_copies ? n_kv * widths * 2 : 0);
+  } else {
+    attention = n_kv * ub * m.heads * 4 + small;
+  }
+  const double ff = m.moe ? static_cast<double>(m.moe->expert_ff) * m.moe->experts_used + m.moe->shared_ff : m.ff;
+  const double ffn = 2 * ff * ub * 4 + small;
+  ComputeBytes out;
+  out.device = estimate_with_error(std::max({logits, attention, ffn}), backend.compute_rel_error);
+  double host = static_cast<double>(m.embd) * ub * 4 + n_kv * ub * 4;
+  if (m.swa) host += static_cast<double>(s.swa_cells) * ub * 4;
+  out.host = estimate_with_error(host, backend.compute_rel_error);
+  return out;
+}
+
+// src/llama-context.cpp llama_context::output_reserve: (n_vocab + n_embd·[embeddings]) · max(n_outputs,
+// n_seq_max) · 4, allocated at construction with n_outputs = n_seq_max in the output device's host
+// buffer type (pinned RAM). It grows to n_batch rows only if a batch asks for every logit.
+Figure output_bytes(const ModelSpec& m, const ContextShape& s) {
+  const Bytes b = static_cast<Bytes>(m.vocab) * std::max(1, s.n_seq) * 4;
+  return Figure::exact(b, b);
+}
+
+}  // namespace kvplan

@@ -1,0 +1,38 @@
+#include <algorithm>
+
+#include "kvplan/memory.hpp"
+
+namespace kvplan {
+
+// src/llama-context.cpp llama_context::llama_context:
+//   n_ctx = GGML_PAD(n_ctx, 256); unified: n_ctx_seq = n_ctx;
+//   else n_ctx_seq = GGML_PAD(n_ctx / n_seq_max, 256), n_ctx = n_ctx_seq * n_seq_max
+//   n_batch = min(n_ctx, n_batch) (causal); n_ubatch = min(n_batch, n_ubatch)
+// src/llama-kv-cache-iswa.cpp llama_kv_cache_iswa::llama_kv_cache_iswa:
+//   size_swa = GGML_PAD(min(size_base, n_swa * (unified ? n_seq_max : 1) + n_ubatch), 256); --swa-full: size_base
+ContextShape context_shape(const ModelSpec& model, const EngineSpec& engine, int ctx_requested, int n_parallel,
+                           bool unified, int n_ubatch, int n_batch, bool swa_full) {
+  ContextShape s;
+  const int pad = engine.ctx_pad;
+  const int n_seq = std::max(1, n_parallel);
+  s.n_seq = n_seq;
+  s.unified = unified;
+  s.n_ctx = static_cast<int>(pad_to(ctx_requested, pad));
+  if (unified) {
+    s.n_ctx_seq = s.n_ctx;
+    s.n_stream = 1;
+  } else {
+    s.n_ctx_seq = static_cast<int>(pad_to(s.n_ctx / n_seq, pad));
+    s.n_ctx = s.n_ctx_seq * n_seq;
+    s.n_stream = n_seq;
+  }
+  s.n_batch = std::min(s.n_ctx, n_batch);
+  s.n_ubatch = std::min(s.n_batch, n_ubatch);
+  if (model.swa) {
+    const long long want = static_cast<long long>(model.swa->window) * (unified ? n_seq : 1) + s.n_ubatch;
+    s.swa_cells = swa_full ? s.n_ctx_seq : static_cast<int>(pad_to(std::min<long long>(s.n_ctx_seq, want), pad));
+  }
+  return s;
+}
+
+}  // namespace kvplan

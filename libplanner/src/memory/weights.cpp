@@ -1,0 +1,143 @@
+#include <algorithm>
+
+#include "kvplan/error.hpp"
+#include "kvplan/memory.hpp"
+
+namespace kvplan {
+namespace {
+
+// src/llama-quant.cpp use_more_bits: the first and last eighth of the layers and every third in between.
+bool use_more_bits(int i, int n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
+
+bool layer_selected(const TensorTypeRule& r, int il, int n_layer) {
+  if (r.layers == "all") return true;
+  if (il < 0) return false;  // a per-layer selector never matches token_embd/output
+  if (r.layers == "more_bits") return use_more_bits(il, n_layer);
+  if (r.layers == "first_eighth") return il < n_layer / 8;
+  if (r.layers == "first_sixteenth") return il < n_layer / 16;
+  if (r.layers == "first_n") return il < r.first_n;
+  return false;
+}
+
+bool rule_matches(const TensorTypeRule& r, const std::string& base_name, int il, const ModelSpec& m) {
+  if (std::find(r.tensors.begin(), r.tensors.end(), base_name) == r.tensors.end()) return false;
+  if (r.min_gqa > 0 && m.heads / m.kv_heads < r.min_gqa) return false;
+  if (r.experts >= 0 && (m.moe ? m.moe->experts : 0) != r.experts) return false;
+  if (r.n_layer > 0 && m.layers != r.n_layer) return false;
+  return layer_selected(r, il, m.layers);
+}
+
+}  // namespace
+
+// The tensors of a GGUF for `model` and the type llama-quantize gives each (src/llama-quant.cpp
+// llama_tensor_get_type: the format's default type, its per-tensor overrides, and the fallback for
+// rows that do not divide into the type's block). Norms, biases, sinks and the MoE router stay f32.
+std::vector<WeightTensor> weight_tensors(const ModelSpec& m, const WeightFormat& format, const EngineSpec& engine) {
+  std::vector<WeightTensor> out;
+  const bool fused_qkv = m.arch == "phi3";  // phi3 stores attn_qkv and a fused gate|up in ffn_up
+  auto type_for = [&](const std::string& base_name, int il, std::int64_t ne0) {
+    // A tied model has no output tensor; llama-quantize then treats token_embd as the output.
+    const std::string role = (base_name == "token_embd" && m.tied_embeddings) ? "output" : base_name;
+    std::string type = format.base_type;
+    for (const auto& r : format.rules)
+      if (rule_matches(r, role, il, m)) type = r.type;
+    for (int guard = 0; guard < 4; ++guard) {  // llama-quant.cpp: "tensor cols not divisible by QK_K" fallback chain
+      const GgmlType& t = engine.type(type, "weights " + format.id);
+      if (ne0 % t.block == 0) break;
+      auto it = engine.quant_fallback.find(type);
+      type = it != engine.quant_fallback.end() ? it->second : "f16";
+    }
+    return type;
+  };
+  auto matrix = [&](const std::string& base_name, int il, std::int64_t ne0, std::int64_t rows, bool host = false) {
+    const std::string name = il < 0 ? base_name + ".weight" : "blk." + std::to_string(il) + "." + base_name + ".weight";
+    out.push_back({name, type_for(base_name, il, ne0), ne0, rows, host});
+  };
+  auto vec = [&](const std::string& name, int il, std::int64_t n) {
+    out.push_back({il < 0 ? name : "blk." + std::to_string(il) + "." + name, "f32", n, 1, false});
+  };
+
+  const std::int64_t embd = m.embd;
+  const std::int64_t q_width = static_cast<std::int64_t>(m.heads) * m.head_dim_k;
+  const std::int64_t k_width = static_cast<std::int64_t>(m.kv_heads) * m.head_dim_k;
+  const std::int64_t v_width = static_cast<std::int64_t>(m.kv_heads) * m.head_dim_v;
+  const std::int64_t o_width = static_cast<std::int64_t>(m.heads) * m.head_dim_v;
+
+  // src/llama-model.cpp load_tensors: dev_input is always the CPU, so token_embd stays in host memory.
+  matrix("token_embd", -1, embd, m.vocab, /*host=*/true);
+  for (int il = 0; il < m.layers; ++il) {
+    vec("attn_norm.weight", il, embd);
+    if (fused_qkv) {
+      matrix("attn_qkv", il, embd, q_width + k_width + v_width);
+    } else {
+      matrix("attn_q", il, embd, q_width);
+      matrix("attn_k", il, embd, k_width);
+      matrix("attn_v", il, embd, v_width);
+    }
+    if (m.qkv_bias) {
+      vec("attn_q.bias", il, q_width);
+      vec("attn_k.bias", il, k_width);
+      vec("attn_v.bias", il, v_width);
+    }
+    if (m.qk_norm) {
+      vec("attn_q_norm.weight", il, m.head_dim_k);
+      vec("attn_k_norm.weight", il, m.head_dim_k);
+    }
+    if (m.attn_sinks) vec("attn_sinks.weight", il, m.heads);
+    matrix("attn_output", il, o_width, embd);
+    if (m.post_norms) {
+      vec("post_attention_norm.weight", il, embd);
+      vec("post_ffw_norm.weight", il, embd);
+    }
+    vec("ffn_norm.weight", il, embd);
+    if (m.moe) {
+      const std::int64_t e = m.moe->experts, eff = m.moe->expert_ff;
+      out.push_back({"blk." + std::to_string(il) + ".ffn_gate_inp.weight", "f32", embd, e, false});
+      matrix("ffn_gate_exps", il, embd, eff * e);
+      matrix("ffn_up_exps", il, embd, eff * e);
+      matrix("ffn_down_exps", il, eff, embd * e);
+      if (m.moe->shared_ff > 0) {
+        matrix("ffn_gate_shexp", il, embd, m.moe->shared_ff);
+        matrix("ffn_up_shexp", il, embd, m.moe->shared_ff);
+        matrix("ffn_down_shexp", il, m.moe->shared_ff, embd);
+      }
+    } else if (fused_qkv) {
+      matrix("ffn_up", il, embd, 2LL * m.ff);
+      matrix("ffn_down", il, m.ff, embd);
+    } else {
+      matrix("ffn_gate", il, embd, m.ff);
+      matrix("ffn_up", il, embd, m.ff);
+      matrix("ffn_down", il, m.ff, embd);
+    }
+  }
+  vec("output_norm.weight", -1, embd);
+  // A tied model duplicates token_embd as the output matrix on the GPU (TENSOR_DUPLICATED).
+  if (m.tied_embeddings) {
+    out.push_back({"output.weight (copy of token_embd)", out.front().type, embd, m.vocab, false});
+  } else {
+    matrix("output", -1, embd, m.vocab);
+  }
+  return out;
+}
+
+// Full offload: every tensor but token_embd in the GPU buffer (src/llama-model.cpp load_tensors).
+// Host bytes are the CPU_Mapped buffer (CPU alignment, no row padding).
+WeightBytes weight_bytes(const ModelSpec& m, const WeightFormat& format, const EngineSpec& engine, const BackendSpec& backend) {
+  if (format.base_type.empty())
+    throw InputError("--weights", format.id, "has no per-tensor recipe in data/weights; cannot size it");
+  const BackendSpec& cpu = engine.backend("cpu");
+  Bytes dev = 0, dev_raw = 0, host = 0, host_raw = 0;
+  for (const auto& t : weight_tensors(m, format, engine)) {
+    const GgmlType& type = engine.type(t.type, "weights " + format.id);
+    const Figure f = tensor_bytes(type, t.ne0, t.nrows, t.on_host ? cpu : backend);
+    (t.on_host ? host : dev) += f.bytes;
+    (t.on_host ? host_raw : dev_raw) += f.unpadded;
+  }
+  // An estimate: a given GGUF may use another mix (imatrix, a newer llama-quantize).
+  WeightBytes out;
+  out.device = Figure{dev, dev_raw, dev, Accuracy::estimate};
+  out.host = Figure{host, host_raw, host, Accuracy::estimate};
+  return out;
+}
+
+}  // namespace kvplan

@@ -1,0 +1,487 @@
+// plan(): resolve → enumerate → account → fit → score → rank. Pure: the same catalog and request
+// always give the same plan.
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "engines/llama_cpp.hpp"
+#include "kvplan/error.hpp"
+#include "kvplan/memory.hpp"
+#include "kvplan/plan.hpp"
+#include "priors/prior.hpp"
+
+namespace kvplan {
+
+const char* risk_name(Risk r) {
+  switch (r) {
+    case Risk::free: return "free";
+    case Risk::mild: return "mild";
+    case Risk::noticeable: return "noticeable";
+    case Risk::avoid: return "avoid";
+  }
+  return "?";
+}
+
+Bytes Option::sum(const std::string& what) const {
+  Bytes b = 0;
+  for (const auto& a : allocations)
+    if (a.what == what) b += a.figure.bytes;
+  return b;
+}
+const PoolUsage& Option::usage(const std::string& pool) const {
+  for (const auto& p : pools)
+    if (p.pool == pool) return p;
+  throw std::out_of_range("no pool " + pool);
+}
+bool Option::fits() const {
+  return std::all_of(pools.begin(), pools.end(), [](const PoolUsage& p) { return p.headroom >= 0; });
+}
+
+namespace {
+
+constexpr int kMinCtx = 256;
+
+// Everything about the request that does not depend on the option.
+struct Setup {
+  const Catalog* catalog = nullptr;
+  const EngineSpec* engine = nullptr;
+  const BackendSpec* backend = nullptr;
+  const ModelSpec* model = nullptr;
+  const TaskProfile* task = nullptr;
+  const GpuSpec* gpu = nullptr;
+  Request request;
+  Resolved resolved;
+  std::vector<Pool> pools;
+  std::string device_pool, host_pool;
+  int ctx_allowed = 0;     // the longest context the plan may use (native, or rope-scaled)
+  bool rotation_rule = false;
+};
+
+struct Candidate {  // one (weights, K, V, flash attention) combination the engine accepts
+  const WeightFormat* weights = nullptr;
+  std::string k, v;
+  bool flash_attn = true;
+  bool slow = false;
+  std::vector<std::string> needs;
+  std::string slow_reason;
+  WeightBytes weight_bytes;
+};
+
+bool is_size(const std::string& s) {
+  return !s.empty() && (std::isdigit(static_cast<unsigned char>(s[0])) || s[0] == '.');
+}
+
+std::vector<Pool> make_pools(const Setup& s, const Request& r, Bytes total, const std::string& device_name) {
+  std::vector<Pool> pools;
+  Pool dev;
+  dev.id = s.gpu && s.gpu->unified() ? "unified" : "gpu0";
+  dev.kind = s.gpu && s.gpu->unified() ? "unified" : "gpu";
+  dev.device = device_name;
+  dev.backend = s.backend->id;
+  dev.capacity = r.free ? *r.free : total;
+  dev.reserve = r.reserve.value_or(0);
+  dev.overhead = runtime_overhead(s.gpu, *s.backend);
+  dev.margin = s.engine->margin_mib * kMiB;
+  if (dev.budget() <= 0)
+    throw InputError(r.free ? "--free" : "--reserve", format_size(r.free ? *r.free : dev.reserve),
+                     fmt::format("leaves nothing for the plan on {} ({} after runtime overhead and margin)", device_name,
+                                 format_size(dev.budget())));
+  pools.push_back(dev);
+  if (dev.kind != "unified") {
+    Pool host;
+    host.id = "host";
+    host.kind = "host";
+    host.device = "host RAM";
+    host.backend = "cpu";
+    host.capacity = r.host_ram.value_or(0);
+    pools.push_back(host);
+  }
+  return pools;
+}
+
+Setup resolve(const Catalog& c, const Request& r) {
+  Setup s;
+  s.catalog = &c;
+  s.request = r;
+  if (r.model.empty()) throw InputError("--model", "", "is required (a catalog name such as qwen2.5-coder-32b)");
+  if (r.gpu.empty()) throw InputError("--gpu", "", "is required (a GPU name such as rtx4090, or a size such as 24GB)");
+  s.engine = &c.engine(r.engine);
+  s.model = &c.model(r.model);
+  s.task = &c.task(r.task);
+  if (r.n_parallel < 1 || r.n_parallel > 256) throw InputError("--parallel", std::to_string(r.n_parallel), "must be 1..256");
+  if (r.top < 1) throw InputError("--top", std::to_string(r.top), "must be at least 1");
+  if (r.flash_attn != "on" && r.flash_attn != "off" && r.flash_attn != "auto")
+    throw InputError("--flash-attn", r.flash_attn, "unknown value", {"on", "off", "auto"}, closest_match(r.flash_attn, {"on", "off", "auto"}));
+  if (r.build != "default" && r.build != "fa-all-quants")
+    throw InputError("--build", r.build, "unknown build", {"default", "fa-all-quants"}, closest_match(r.build, {"default", "fa-all-quants"}));
+  const int ub = r.n_ubatch.value_or(s.engine->default_ubatch);
+  const int b = r.n_batch.value_or(s.engine->default_batch);
+  if (ub < 1 || ub > 65536) throw InputError("--ubatch-size", std::to_string(ub), "must be 1..65536");
+  if (b < 1 || b > 1 << 20) throw InputError("--batch-size", std::to_string(b), "must be 1..1048576");
+  for (const auto* t : {&r.cache_type_k, &r.cache_type_v}) {
+    if (!*t) continue;
+    const std::string field = t == &r.cache_type_k ? "--cache-type-k" : "--cache-type-v";
+    if (std::find(s.engine->cache_types.begin(), s.engine->cache_types.end(), **t) == s.engine->cache_types.end())
+      throw InputError(field, **t, "unknown cache type for " + s.engine->name, s.engine->cache_types, closest_match(**t, s.engine->cache_types));
+  }
+
+  // Device: a catalog GPU or a bare size (a CUDA card, said so in the output).
+  Bytes total = 0;
+  std::string device_name;
+  if (is_size(r.gpu)) {
+    total = parse_size(r.gpu, "--gpu");
+    s.backend = &s.engine->backend("cuda");
+    device_name = fmt::format("{} GPU ({} GiB, assumed CUDA)", r.gpu, format_gib(total));
+    s.resolved.gpu_size_only = true;
+  } else {
+    s.gpu = &c.gpu(r.gpu);
+    s.backend = &s.engine->backend(s.gpu->backend);
+    total = s.gpu->unified() && s.gpu->working_set_mib > 0 ? s.gpu->working_set_mib * kMiB : s.gpu->total_mib * kMiB;
+    device_name = s.gpu->name;
+  }
+  if (r.reserve && *r.reserve < 0) throw InputError("--reserve", format_size(*r.reserve), "must not be negative");
+  if (r.free && *r.free > total)
+    throw InputError("--free", format_size(*r.free), fmt::format("is more than the device's {}", format_size(total)));
+  s.pools = make_pools(s, r, total, device_name);
+  s.device_pool = s.pools.front().id;
+  s.host_pool = s.pools.size() > 1 ? s.pools[1].id : s.pools.front().id;
+
+  s.resolved.engine = s.engine->name;
+  s.resolved.engine_build = s.engine->build_name + " (" + s.engine->vendored_by + ")";
+  s.resolved.backend = s.backend->id;
+  s.resolved.backend_verified = s.backend->verified;
+  s.resolved.build = r.build;
+  s.resolved.n_parallel = r.n_parallel;
+  s.resolved.kv_unified = r.kv_unified;
+  s.resolved.n_ubatch = ub;
+  s.resolved.n_batch = b;
+  s.resolved.swa_full = r.swa_full;
+  s.rotation_rule = s.engine->rule_holds("kv_rotation");
+
+  // Context beyond the native window only when the task wants it or the rope flags were given.
+  const ModelSpec& m = *s.model;
+  const bool wants_extension = r.rope_scaling || (r.ctx_size && *r.ctx_size > m.ctx_native) ||
+                               (!r.ctx_size && s.task->ctx_target > m.ctx_native);
+  s.ctx_allowed = wants_extension && m.ctx_extended > 0 ? m.ctx_extended : m.ctx_native;
+  if (r.ctx_size) {
+    if (*r.ctx_size < kMinCtx)
+      throw InputError("--ctx-size", std::to_string(*r.ctx_size), fmt::format("must be at least {}", kMinCtx));
+    if (*r.ctx_size > m.max_ctx())
+      throw InputError("--ctx-size", std::to_string(*r.ctx_size),
+                       fmt::format("is beyond {}'s maximum of {} tokens{}", m.name, m.max_ctx(),
+                                   m.ctx_extended ? " (with rope scaling)" : ""));
+  }
+  if (r.rope_scaling && m.ctx_extended == 0)
+    throw InputError("--rope-scaling", "", m.name + " has no documented rope-scaled context in the catalog");
+  return s;
+}
+
+bool uses_rotation(const Setup& s, const std::string& type_k, const std::string& type_v) {
+  const bool quantized = s.engine->type(type_k, "").quantized() || s.engine->type(type_v, "").quantized();
+  return s.rotation_rule && quantized && s.model->head_dim_k % 64 == 0;
+}
+
+Option account(const Setup& s, const Candidate& c, int ctx) {
+  const ModelSpec& m = *s.model;
+  const EngineSpec& e = *s.engine;
+  const Request& r = s.request;
+  const GgmlType& tk = e.type(c.k, "--cache-type-k");
+  const GgmlType& tv = e.type(c.v, "--cache-type-v");
+  const ContextShape shape = context_shape(m, e, ctx, r.n_parallel, r.kv_unified, s.resolved.n_ubatch, s.resolved.n_batch, r.swa_full);
+  const KvCacheBytes kv = kv_cache_bytes(m, shape, tk, tv, c.flash_attn, *s.backend);
+  const ComputeBytes compute = compute_bytes(m, shape, tk, tv, c.flash_attn, *s.backend);
+
+  Option o;
+  o.weights = c.weights->id;
+  o.ctx_size = ctx;
+  o.cache_type_k = c.k;
+  o.cache_type_v = c.v;
+  o.flash_attn = c.flash_attn;
+  o.beyond_native = ctx > m.ctx_native;
+  o.below_task_min = ctx < s.task->ctx_min;
+  o.needs = c.needs;
+  auto put = [&](const std::string& what, const std::string& pool, const Figure& f) {
+    if (f.bytes != 0 || what == "k_cache" || what == "v_cache") o.allocations.push_back({"main", what, pool, f});
+  };
+  put("weights", s.device_pool, c.weight_bytes.device);
+  put("weights_host", s.host_pool, c.weight_bytes.host);
+  put("k_cache", s.device_pool, kv.k);
+  put("v_cache", s.device_pool, kv.v);
+  put("swa_k_cache", s.device_pool, kv.swa_k);
+  put("swa_v_cache", s.device_pool, kv.swa_v);
+  put("compute", s.device_pool, compute.device);
+  put("compute_host", s.host_pool, compute.host);
+  put("output", s.host_pool, output_bytes(m, shape));
+  for (const auto& pool : s.pools) {
+    PoolUsage u;
+    u.pool = pool.id;
+    for (const auto& a : o.allocations)
+      if (a.pool == pool.id) u.total += a.figure.bytes, u.total_high += a.figure.high;
+    u.headroom = pool.bounded() ? pool.budget() - u.total_high : 0;
+    o.pools.push_back(u);
+  }
+  return o;
+}
+
+double weights_bpw(const ModelSpec& m, const WeightBytes& w) {
+  return static_cast<double>(w.device.unpadded + w.host.unpadded - (m.tied_embeddings ? w.host.unpadded : 0)) * 8 /
+         static_cast<double>(m.params);
+}
+
+void score(const Setup& s, const Candidate& c, Option& o) {
+  priors::QualityInput in;
+  in.model = s.model;
+  in.weights = c.weights;
+  in.weights_bpw = weights_bpw(*s.model, c.weight_bytes);
+  in.type_k = c.k;
+  in.type_v = c.v;
+  in.ctx = o.ctx_size;
+  in.rotation = uses_rotation(s, c.k, c.v);
+  in.task = s.task;
+  o.quality = priors::assess(s.catalog->prior, in);
+}
+
+// The largest context (a multiple of 256, at most `cap`) at which the option fits; 0 if none.
+int largest_fitting_ctx(const Setup& s, const Candidate& c, int cap) {
+  const int step = s.engine->ctx_pad;
+  int lo = 0, hi = cap / step;  // in steps
+  if (hi < 1) return 0;
+  if (account(s, c, hi * step).fits()) return hi * step;
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) / 2;
+    (account(s, c, mid * step).fits() ? lo : hi) = mid;
+  }
+  return lo * step;
+}
+
+std::string describe_k(const std::string& k, double bits) {
+  if (bits >= 16) return k + " K (lossless)";
+  if (bits >= 8) return "8-bit K";
+  return fmt::format("{}-bit K", bits >= 5.5 ? 5 : 4);
+}
+
+std::string reason_for(const Setup& s, const Option& o) {
+  const auto& prior = s.catalog->prior;
+  const double kb = prior.type(o.cache_type_k).bits, vb = prior.type(o.cache_type_v).bits;
+  std::vector<std::string> parts;
+  const int target = s.task->ctx_target;
+  if (o.below_task_min) parts.push_back(fmt::format("below the task minimum of {}", s.task->ctx_min));
+  else if (o.ctx_size >= target) parts.push_back(fmt::format("reaches the {} target", target));
+  else parts.push_back(fmt::format("ctx < {} target", target));
+  parts.push_back(describe_k(o.cache_type_k, kb));
+  if (kb <= prior.low_bits) parts.push_back("keys degrade with context");
+  else if (vb < kb) parts.push_back("V compressed first");
+  if (!o.flash_attn) parts.push_back("no flash attention");
+  if (o.beyond_native) parts.push_back("rope-scaled");
+  for (const auto& n : o.needs) parts.push_back("needs " + n);
+  std::string out;
+  for (size_t i = 0; i < parts.size(); ++i) out += (i ? "; " : "") + parts[i];
+  return out;
+}
+
+// Ranking rule (docs/ranking.md): options at or above the task minimum first; then the risk band;
+// then context towards the target; then expected loss; then headroom; then a stable tie-break.
+bool ranks_before(const Setup& s, const Option& a, const Option& b) {
+  const int target = s.task->ctx_target;
+  auto key = [&](const Option& o) {
+    return std::make_tuple(o.below_task_min, static_cast<int>(o.quality.risk), -std::min(o.ctx_size, target));
+  };
+  if (key(a) != key(b)) return key(a) < key(b);
+  if (a.quality.expected_loss != b.quality.expected_loss) return a.quality.expected_loss < b.quality.expected_loss;
+  const Bytes ha = a.pools.front().headroom, hb = b.pools.front().headroom;
+  if (ha != hb) return ha > hb;
+  return std::tie(a.weights, a.cache_type_k, a.cache_type_v) < std::tie(b.weights, b.cache_type_k, b.cache_type_v);
+}
+
+// b dominates a: as much context (towards the target), no more loss, no less headroom, one strictly better.
+bool dominates(const Setup& s, const Option& b, const Option& a) {
+  const int t = s.task->ctx_target;
+  const int ca = std::min(a.ctx_size, t), cb = std::min(b.ctx_size, t);
+  const double la = a.quality.expected_loss, lb = b.quality.expected_loss;
+  const Bytes ha = a.pools.front().headroom, hb = b.pools.front().headroom;
+  return cb >= ca && lb <= la && hb >= ha && (cb > ca || lb < la || hb > ha);
+}
+
+std::string loss_pct(double x) { return x < 0.001 ? fmt::format("{:.2f}%", x * 100) : fmt::format("{:.1f}%", x * 100); }
+
+// Why the recommendation: the K/V reasoning with the evidence behind it, what the target would cost.
+std::vector<std::string> explain(const Setup& s, const Option& best, const std::vector<Option>& all) {
+  std::vector<std::string> lines;
+  const auto& prior = s.catalog->prior;
+  const double kb = prior.type(best.cache_type_k).bits, vb = prior.type(best.cache_type_v).bits;
+  const int target = s.task->ctx_target;
+  auto text = [&](const std::string& id) {
+    const Evidence* e = prior.find_evidence(id);
+    return e ? e->text + " [" + e->source + "]" : std::string{};
+  };
+  // The same weights with 4-bit keys: what the user would get by squeezing K instead.
+  const Option* low_k = nullptr;
+  for (const auto& o : all)
+    if (o.weights == best.weights && prior.type(o.cache_type_k).bits <= prior.low_bits &&
+        (!low_k || o.ctx_size > low_k->ctx_size || (o.ctx_size == low_k->ctx_size && o.quality.expected_loss < low_k->quality.expected_loss)))
+      low_k = &o;
+  if (kb > prior.low_bits) {
+    std::string line = fmt::format("K stays at {} rather than 4 bits: {}.", best.cache_type_k, text("k4_vs_v4"));
+    if (low_k)
+      line += fmt::format(" Here K={} V={} would run {} tokens at ~{} expected loss ({}).", low_k->cache_type_k, low_k->cache_type_v,
+                          low_k->ctx_size, loss_pct(low_k->quality.expected_loss), risk_name(low_k->quality.risk));
+    lines.push_back(line);
+  } else {
+    lines.push_back(fmt::format("K is at {}: nothing with 8-bit keys fits; expect degradation as context grows ({}).", best.cache_type_k,
+                                text("k4_ctx_growth")));
+  }
+  if (vb < kb) lines.push_back(fmt::format("V is compressed first ({}): {}.", best.cache_type_v, text("v4_cheap")));
+  if (best.ctx_size < target) {
+    const Option* at_target = nullptr;
+    for (const auto& o : all)
+      if (o.ctx_size >= target && (!at_target || ranks_before(s, o, *at_target))) at_target = &o;
+    std::string alt = at_target ? fmt::format(" Reaching {} tokens takes {} weights with K={} V={} ({}, ~{}).", target, at_target->weights,
+                                              at_target->cache_type_k, at_target->cache_type_v, risk_name(at_target->quality.risk),
+                                              loss_pct(at_target->quality.expected_loss))
+                                : fmt::format(" Nothing reaches {} tokens on this device.", target);
+    lines.push_back(fmt::format("Context is {} of the task's {}: kvplan shortens context before starving K.{}", best.ctx_size, target, alt));
+  }
+  for (const auto& e : best.quality.evidence)
+    if (std::none_of(lines.begin(), lines.end(), [&](const std::string& l) { return l.find(e.substr(0, 40)) != std::string::npos; }))
+      lines.push_back("Evidence: " + e);
+  return lines;
+}
+
+}  // namespace
+
+Plan plan(const Catalog& catalog, const Request& request) {
+  const Setup s = resolve(catalog, request);
+  const ModelSpec& m = *s.model;
+  const Request& r = request;
+
+  Plan out;
+  out.request = r;
+  out.resolved = s.resolved;
+  out.model = s.model;
+  out.task = s.task;
+  out.pools = s.pools;
+  if (!s.backend->verified)
+    out.warnings.push_back(fmt::format("{} kernel rules are not verified against llama.cpp source; treat feasibility as a guess", s.backend->name));
+  if (s.resolved.gpu_size_only)
+    out.warnings.push_back(fmt::format("'{}' is read as a CUDA GPU with {} GiB (size suffixes are binary: 24GB = 24 GiB)", r.gpu,
+                                       format_gib(s.pools.front().capacity)));
+
+  // ---- enumerate what the engine accepts ----
+  std::vector<const WeightFormat*> formats;
+  if (r.weights) {
+    const WeightFormat& f = catalog.weight_format(*r.weights);
+    if (f.base_type.empty()) throw InputError("--weights", *r.weights, "has no per-tensor recipe in data/weights");
+    formats.push_back(&f);
+  } else {
+    for (const auto& f : catalog.weight_formats)
+      if (f.offered && !f.base_type.empty()) formats.push_back(&f);
+  }
+  const auto& types = s.engine->cache_types;
+  const auto& offered = s.engine->cache_types_offered;
+  std::vector<std::string> ks = r.cache_type_k ? std::vector<std::string>{*r.cache_type_k} : offered;
+  std::vector<std::string> vs = r.cache_type_v ? std::vector<std::string>{*r.cache_type_v} : offered;
+  std::vector<bool> fas = r.flash_attn == "auto" ? std::vector<bool>{true, false} : std::vector<bool>{r.flash_attn == "on"};
+
+  std::vector<Candidate> candidates;
+  std::vector<std::string> refusals;
+  std::map<std::string, WeightBytes> weight_cache;
+  for (const auto* f : formats) {
+    WeightBytes wb = weight_bytes(m, *f, *s.engine, *s.backend);
+    for (const auto& k : ks)
+      for (const auto& v : vs)
+        for (bool fa : fas) {
+          const auto check = engines::check_pair(*s.engine, *s.backend, m, r.build, k, v, fa);
+          if (!check.ok && !(check.slow && r.allow_slow)) {
+            if (f == formats.front()) refusals.push_back(fmt::format("K={} V={} -fa {}: {}", k, v, fa ? "on" : "off", check.reason));
+            continue;
+          }
+          Candidate c{f, k, v, fa, check.slow, check.needs, check.slow ? check.reason : "", wb};
+          candidates.push_back(std::move(c));
+        }
+  }
+  if (candidates.empty()) {
+    // An explicit request the engine will not run: exit 2 with the reason and the alternatives.
+    std::vector<std::string> alternatives;
+    for (const auto& k : types)
+      for (const auto& v : types)
+        if (engines::check_pair(*s.engine, *s.backend, m, r.build, k, v, true).ok) alternatives.push_back(k + "/" + v);
+    const std::string asked = r.cache_type_k.value_or("*") + "/" + r.cache_type_v.value_or("*");
+    std::string why = refusals.empty() ? "not accepted" : refusals.front();
+    if (refusals.size() > 1) why += fmt::format(" (and {} more)", refusals.size() - 1);
+    throw InputError("--cache-type-k/--cache-type-v", asked,
+                     fmt::format("{} ({} backend, {} build) will not run this: {}. Use --build fa-all-quants if your build has "
+                                 "GGML_CUDA_FA_ALL_QUANTS, or --allow-slow to plan it anyway",
+                                 s.engine->name, s.backend->name, r.build, why),
+                     alternatives);
+  }
+
+  // ---- context per candidate: pinned, largest that fits (inverse query), or towards the target ----
+  const bool types_pinned = r.cache_type_k && r.cache_type_v;
+  if (r.ctx_size && types_pinned && r.weights) out.mode = "single";
+  else if (r.ctx_size) out.mode = "best_types";
+  else if (types_pinned) out.mode = "max_context";
+  else out.mode = "rank";
+  const int cap = out.mode == "max_context" ? s.ctx_allowed : std::min(s.task->ctx_target, s.ctx_allowed);
+
+  std::vector<Option> fitting, failing;
+  for (const auto& c : candidates) {
+    int ctx = 0;
+    if (r.ctx_size) {
+      ctx = *r.ctx_size;
+    } else {
+      ctx = largest_fitting_ctx(s, c, cap);
+      // ranked options below the cap use round numbers (multiples of 1024); the inverse query keeps 256
+      if (out.mode == "rank" && ctx < cap && ctx >= 2048) ctx = ctx / 1024 * 1024;
+    }
+    Option o = account(s, c, ctx > 0 ? ctx : std::min(cap, std::max(kMinCtx, s.task->ctx_min)));
+    score(s, c, o);
+    o.warnings = {};
+    if (c.slow) o.warnings.push_back(c.slow_reason);
+    if (o.beyond_native)
+      o.warnings.push_back(fmt::format("{} tokens is beyond the native {}: uses {} rope scaling (quality past the native window is "
+                                       "the model's, not measured here)", o.ctx_size, m.ctx_native,
+                                       m.rope_scaling ? m.rope_scaling->type : "rope"));
+    o.reason = reason_for(s, o);
+    o.launch = engines::launch_line(m, o, s.resolved, s.engine->default_ubatch, s.engine->default_batch);
+    (o.fits() && ctx > 0 ? fitting : failing).push_back(std::move(o));
+  }
+
+  if (fitting.empty()) {
+    // Nothing fits: say what is missing and what would.
+    auto need = [&](const Option& o) { return -o.pools.front().headroom; };
+    std::sort(failing.begin(), failing.end(), [&](const Option& a, const Option& b) { return need(a) < need(b); });
+    const Option& closest = failing.front();
+    const Pool& dev = s.pools.front();
+    out.nothing_fits = fmt::format(
+        "nothing fits on {}: the smallest option ({} weights, {} tokens, K={} V={}) needs {} more than the {} the plan can use. "
+        "It would fit a device with {} GiB, or try a smaller model or a shorter context",
+        dev.device, closest.weights, closest.ctx_size, closest.cache_type_k, closest.cache_type_v, format_size(need(closest)),
+        format_size(dev.budget()), format_gib(dev.capacity + need(closest)));
+    failing.resize(std::min<size_t>(failing.size(), static_cast<size_t>(r.top)));
+    out.options = std::move(failing);
+    return out;
+  }
+
+  // ---- rank ----
+  const bool any_at_min = std::any_of(fitting.begin(), fitting.end(), [](const Option& o) { return !o.below_task_min; });
+  std::vector<Option> ranked;
+  for (auto& o : fitting)
+    if (!any_at_min || !o.below_task_min) ranked.push_back(o);
+  if (!any_at_min)
+    out.warnings.push_back(fmt::format("no option reaches the {} task's minimum of {} tokens; the best shorter ones are shown",
+                                       s.task->id, s.task->ctx_min));
+  std::vector<Option> kept;
+  for (const auto& a : ranked)
+    if (std::none_of(ranked.begin(), ranked.end(), [&](const Option& b) { return dominates(s, b, a); })) kept.push_back(a);
+  std::sort(kept.begin(), kept.end(), [&](const Option& a, const Option& b) { return ranks_before(s, a, b); });
+  out.explanation = explain(s, kept.front(), fitting);
+  kept.resize(std::min<size_t>(kept.size(), static_cast<size_t>(r.top)));
+  out.options = std::move(kept);
+  return out;
+}
+
+}  // namespace kvplan

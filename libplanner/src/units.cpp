@@ -1,0 +1,59 @@
+#include "kvplan/units.hpp"
+
+#include <cctype>
+#include <cmath>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "kvplan/error.hpp"
+
+namespace kvplan {
+
+Bytes parse_size(std::string_view text, std::string_view field) {
+  const std::string original(text);
+  const std::vector<std::string> accepted = {"24GB", "24GiB", "23.5G", "24576MiB", "512MB"};
+  size_t i = 0;
+  while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) ++i;
+  size_t start = i;
+  while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) ++i;
+  if (i == start) throw InputError(std::string(field), original, "not a size", accepted);
+  double number = 0;
+  try {
+    size_t used = 0;
+    number = std::stod(std::string(text.substr(start, i - start)), &used);
+    if (used != i - start) throw std::invalid_argument("trailing");
+  } catch (const std::exception&) {
+    throw InputError(std::string(field), original, "not a size", accepted);
+  }
+  while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) ++i;
+  std::string unit;
+  for (; i < text.size(); ++i) {
+    if (std::isspace(static_cast<unsigned char>(text[i]))) break;
+    unit += static_cast<char>(std::tolower(static_cast<unsigned char>(text[i])));
+  }
+  while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) ++i;
+  if (i != text.size()) throw InputError(std::string(field), original, "not a size", accepted);
+  Bytes scale = 0;
+  // Binary on purpose: a card sold as "24GB" has 24 GiB.
+  if (unit == "g" || unit == "gb" || unit == "gib") scale = kGiB;
+  else if (unit == "m" || unit == "mb" || unit == "mib") scale = kMiB;
+  else if (unit == "t" || unit == "tb" || unit == "tib") scale = kGiB * 1024;
+  else if (unit == "k" || unit == "kb" || unit == "kib") scale = kKiB;
+  else if (unit.empty())
+    throw InputError(std::string(field), original, "size needs a unit (GB, GiB, MB, MiB)", accepted);
+  else
+    throw InputError(std::string(field), original, "unknown size unit", accepted);
+  const double bytes = number * static_cast<double>(scale);
+  if (!std::isfinite(bytes) || bytes <= 0 || bytes > 1e18)
+    throw InputError(std::string(field), original, "size out of range", accepted);
+  return static_cast<Bytes>(std::llround(bytes));
+}
+
+std::string format_gib(Bytes b) { return fmt::format("{:.2f}", static_cast<double>(b) / kGiB); }
+std::string format_mib(Bytes b) { return fmt::format("{:.2f}", static_cast<double>(b) / kMiB); }
+std::string format_size(Bytes b) {
+  return (b >= kGiB || b <= -kGiB) ? format_gib(b) + " GiB" : format_mib(b) + " MiB";
+}
+
+}  // namespace kvplan
