@@ -445,6 +445,9 @@ Plan plan(const Catalog& catalog, const Request& request) {
       o.warnings.push_back(fmt::format("{} tokens is beyond the native {}: uses {} rope scaling (quality past the native window is "
                                        "the model's, not measured here)", o.ctx_size, m.ctx_native,
                                        m.rope_scaling ? m.rope_scaling->type : "rope"));
+    if (out.mode == "max_context" && ctx == cap && cap < m.max_ctx() && m.rope_scaling)
+      o.warnings.push_back(fmt::format("stopped at {}'s native {} tokens; longer contexts need --rope-scaling {} --rope-scale {:g}",
+                                       m.name, m.ctx_native, m.rope_scaling->type, m.rope_scaling->factor));
     o.reason = reason_for(s, o);
     o.launch = engines::launch_line(m, o, s.resolved, s.engine->default_ubatch, s.engine->default_batch);
     (o.fits() && ctx > 0 ? fitting : failing).push_back(std::move(o));

@@ -1,0 +1,142 @@
+// KV cache and context rules against the worked examples of shared/research/formulas.md §7,
+// which were computed by hand from llama.cpp's allocation code and checked against its logs.
+#include <catch2/catch.hpp>
+
+#include "helpers.hpp"
+
+using namespace kvplan;
+using kvtest::mib;
+
+namespace {
+struct KvCase {
+  const char* k;
+  const char* v;
+  double total_mib;
+};
+
+double kv_mib(const ModelSpec& m, const ContextShape& s, const char* k, const char* v, bool fa = true) {
+  const auto kv = kv_cache_bytes(m, s, kvtest::type(k), kvtest::type(v), fa, kvtest::cuda());
+  return mib(kv.k.bytes + kv.v.bytes + kv.swa_k.bytes + kv.swa_v.bytes);
+}
+}  // namespace
+
+TEST_CASE("context: n_ctx padded to 256; streams without unified KV (formulas.md §1.2)") {
+  const ModelSpec& m = kvtest::catalog().model("qwen2.5-coder-32b");
+  auto s = context_shape(m, kvtest::engine(), 32768, 1, false, 512, 2048, false);
+  CHECK(s.n_ctx == 32768);
+  CHECK(s.n_stream == 1);
+  s = context_shape(m, kvtest::engine(), 30000, 1, false, 512, 2048, false);
+  CHECK(s.n_ctx == 30208);  // PAD(30000, 256)
+  // -c 4096 -np 32 rounds UP to 32 streams of 256 cells = 8192 cells
+  s = context_shape(m, kvtest::engine(), 4096, 32, false, 512, 2048, false);
+  CHECK(s.n_ctx_seq == 256);
+  CHECK(s.n_ctx == 8192);
+  CHECK(s.n_stream == 32);
+  s = context_shape(m, kvtest::engine(), 32768, 4, true, 512, 2048, false);
+  CHECK(s.n_stream == 1);
+  CHECK(s.n_ctx_seq == 32768);
+  // a context shorter than the batch clamps the batch and the ubatch
+  s = context_shape(m, kvtest::engine(), 256, 1, false, 512, 2048, false);
+  CHECK(s.n_batch == 256);
+  CHECK(s.n_ubatch == 256);
+}
+
+TEST_CASE("Qwen2.5-Coder-32B KV cache at 32768 cells (formulas.md §7.1)") {
+  const ModelSpec& m = kvtest::catalog().model("qwen2.5-coder-32b");
+  const auto s = context_shape(m, kvtest::engine(), 32768, 1, false, 512, 2048, false);
+  const KvCase cases[] = {{"f16", "f16", 8192.0},   {"q8_0", "q8_0", 4352.0}, {"q8_0", "q4_0", 3328.0}, {"q4_0", "q4_0", 2304.0},
+                          {"q5_1", "q5_1", 3072.0}, {"q5_0", "q5_0", 2816.0}, {"q4_1", "q4_1", 2560.0}, {"iq4_nl", "iq4_nl", 2304.0},
+                          {"bf16", "bf16", 8192.0}, {"f32", "f32", 16384.0}};
+  for (const auto& c : cases) {
+    INFO(c.k << "/" << c.v);
+    CHECK(kv_mib(m, s, c.k, c.v) == Approx(c.total_mib).epsilon(1e-12));
+  }
+  const auto kv = kv_cache_bytes(m, s, kvtest::type("q8_0"), kvtest::type("q8_0"), true, kvtest::cuda());
+  CHECK(kv.k.bytes + kv.v.bytes == 4563402752LL);
+  CHECK(kv.k.bytes == kv.k.unpadded);  // ne0 = 1024 is a multiple of 512: no CUDA row tail
+  // The same bytes with 4 unified slots or 4 streams of 8192 (formulas.md §7.1)
+  const auto s4 = context_shape(m, kvtest::engine(), 32768, 4, false, 512, 2048, false);
+  CHECK(kv_mib(m, s4, "f16", "f16") == Approx(8192.0));
+}
+
+TEST_CASE("Gemma 3 27B: 10 full + 52 sliding layers, SWA cache 1536 cells (formulas.md §7.2)") {
+  const ModelSpec& m = kvtest::catalog().model("gemma-3-27b");
+  const auto s = context_shape(m, kvtest::engine(), 32768, 1, false, 512, 2048, false);
+  CHECK(s.swa_cells == 1536);
+  const KvCase cases[] = {{"f16", "f16", 3184.0}, {"q8_0", "q8_0", 1691.5}, {"q8_0", "q4_0", 1293.5}, {"q4_0", "q4_0", 895.5}};
+  for (const auto& c : cases) {
+    INFO(c.k << "/" << c.v);
+    CHECK(kv_mib(m, s, c.k, c.v) == Approx(c.total_mib).epsilon(1e-12));
+  }
+  const auto full = context_shape(m, kvtest::engine(), 32768, 1, false, 512, 2048, true);
+  CHECK(full.swa_cells == 32768);
+  const KvCase swa_full[] = {{"f16", "f16", 15872.0}, {"q8_0", "q8_0", 8432.0}, {"q8_0", "q4_0", 6448.0}, {"q4_0", "q4_0", 4464.0}};
+  for (const auto& c : swa_full) {
+    INFO("--swa-full " << c.k << "/" << c.v);
+    CHECK(kv_mib(m, full, c.k, c.v) == Approx(c.total_mib).epsilon(1e-12));
+  }
+  // llama-server default: 4 unified slots -> SWA PAD(4·1024 + 512, 256) = 4608 cells, 4432 MiB at f16
+  const auto np4 = context_shape(m, kvtest::engine(), 32768, 4, true, 512, 2048, false);
+  CHECK(np4.swa_cells == 4608);
+  CHECK(kv_mib(m, np4, "f16", "f16") == Approx(4432.0));
+}
+
+TEST_CASE("gpt-oss-20b: alternating sliding window of 128, SWA cache 768 cells (formulas.md §7.3)") {
+  const ModelSpec& m = kvtest::catalog().model("gpt-oss-20b");
+  const auto s = context_shape(m, kvtest::engine(), 32768, 1, false, 512, 2048, false);
+  CHECK(s.swa_cells == 768);
+  CHECK(kv_mib(m, s, "f16", "f16") == Approx(786.0));
+  CHECK(kv_mib(m, s, "q8_0", "q8_0") == Approx(417.5625));
+  CHECK(kv_mib(m, s, "q4_0", "q4_0") == Approx(221.0625));
+  const auto np4 = context_shape(m, kvtest::engine(), 32768, 4, true, 512, 2048, false);
+  CHECK(np4.swa_cells == 1024);
+  const auto kv = kv_cache_bytes(m, np4, kvtest::type("f16"), kvtest::type("f16"), true, kvtest::cuda());
+  CHECK(mib(kv.swa_k.bytes + kv.swa_v.bytes) == Approx(24.0));
+}
+
+TEST_CASE("CUDA buffers: row tail for quantized tensors, 128-byte alignment (formulas.md §1.1, §7.4)") {
+  // DeepSeek-V2-Lite MLA K row of 576 in q8_0 at 32768 cells: 541 472 256 B over 27 layers
+  const Figure f = tensor_bytes(kvtest::type("q8_0"), 576, 32768, kvtest::cuda());
+  CHECK(f.unpadded == 20054016);
+  CHECK(f.bytes == 541472256 / 27);
+  CHECK(f.accuracy == Accuracy::exact);
+  // f16 has no row tail; the CPU backend has neither tail nor 128 alignment
+  CHECK(tensor_bytes(kvtest::type("f16"), 576, 3, kvtest::cuda()).bytes == 3456);  // 3456 = 27·128
+  CHECK(tensor_bytes(kvtest::type("q8_0"), 576, 1, kvtest::engine().backend("cpu")).bytes == 640);  // 612 B padded to 32
+}
+
+TEST_CASE("compute buffer estimates against CUDA logs (formulas.md §1.4)") {
+  // A Llama-3-8B shape: vocab 128256, n_embd 4096, 32 heads, ubatch 512
+  const ModelSpec& m = kvtest::catalog().model("llama-3.1-8b");
+  auto s = context_shape(m, kvtest::engine(), 512, 1, false, 512, 2048, false);
+  auto c = compute_bytes(m, s, kvtest::type("f16"), kvtest::type("f16"), false, kvtest::cuda());
+  CHECK(mib(c.device.bytes) == Approx(258.50).margin(0.01));     // log: CUDA0 compute buffer size = 258.50 MiB
+  CHECK(mib(c.host.bytes) == Approx(9.01).margin(0.02));         // log: CUDA_Host compute buffer size = 9.01 MiB
+  CHECK(c.device.accuracy == Accuracy::estimate);
+  CHECK(c.device.high > c.device.bytes);
+  s = context_shape(m, kvtest::engine(), 8192, 1, false, 512, 2048, false);
+  c = compute_bytes(m, s, kvtest::type("f16"), kvtest::type("f16"), false, kvtest::cuda());
+  CHECK(mib(c.device.bytes) == Approx(560.00).margin(0.01));     // log: 560.00 MiB
+  CHECK(mib(c.host.bytes) == Approx(24.01).margin(0.02));        // log: 24.01 MiB
+  // A Qwen2.5-14B shape with flash attention: the logits block (152064+5120)·512·4 = 307.00 MiB
+  const ModelSpec& q = kvtest::catalog().model("qwen2.5-14b-instruct");
+  s = context_shape(q, kvtest::engine(), 8192, 1, false, 512, 2048, false);
+  c = compute_bytes(q, s, kvtest::type("f16"), kvtest::type("f16"), true, kvtest::cuda());
+  CHECK(mib(c.device.bytes) == Approx(307.00).margin(0.01));
+  // Qwen2.5-Coder-32B, FA on, q8_0 at 32k: the f16 scratch (128 MiB) stays under the logits block (formulas.md §7.1)
+  const ModelSpec& coder = kvtest::catalog().model("qwen2.5-coder-32b");
+  s = context_shape(coder, kvtest::engine(), 32768, 1, false, 512, 2048, false);
+  c = compute_bytes(coder, s, kvtest::type("q8_0"), kvtest::type("q8_0"), true, kvtest::cuda());
+  CHECK(mib(c.device.bytes) == Approx(307.00).margin(0.01));
+  // FA off at 32k: 32768·512·40·4 = 2560 MiB + ~60 MiB (formulas.md §7.1 "about 2.6 GiB")
+  c = compute_bytes(coder, s, kvtest::type("f16"), kvtest::type("f16"), false, kvtest::cuda());
+  CHECK(mib(c.device.bytes) == Approx(2620.0).margin(20));
+}
+
+TEST_CASE("output buffer: n_vocab · n_seq · 4 bytes in pinned host memory (formulas.md §1.3)") {
+  // "vocab 248320 × 4 seqs × 4 B = 3.79 MiB, matching a real log": use a model with that vocab shape
+  ModelSpec m = kvtest::catalog().model("qwen2.5-coder-32b");
+  m.vocab = 248320;
+  const auto s = context_shape(m, kvtest::engine(), 32768, 4, true, 512, 2048, false);
+  CHECK(mib(output_bytes(m, s).bytes) == Approx(3.79).margin(0.005));
+}

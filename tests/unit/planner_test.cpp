@@ -1,0 +1,180 @@
+// plan(): modes, refusals, nothing-fits and the mission request.
+#include <catch2/catch.hpp>
+
+#include "helpers.hpp"
+
+using namespace kvplan;
+
+namespace {
+Request mission() {
+  Request r;
+  r.gpu = "24GB";
+  r.model = "qwen2.5-coder-32b";
+  r.task = "agentic";
+  return r;
+}
+}  // namespace
+
+TEST_CASE("the mission: a 32B coder on a 24 GiB card for agentic work") {
+  const Plan p = plan(kvtest::catalog(), mission());
+  REQUIRE(p.fits());
+  const Option& best = *p.recommended();
+  CHECK(best.cache_type_k == best.cache_type_v);  // no mixed pair on a default CUDA build
+  CHECK(best.cache_type_k != "q4_0");             // K is not starved
+  CHECK(best.flash_attn);
+  CHECK(best.launch.find(" -np 1") != std::string::npos);
+  CHECK(best.launch.find(" -fa on") != std::string::npos);
+  CHECK(p.pools.size() == 2);
+  CHECK(p.pools[0].kind == "gpu");
+  CHECK(p.pools[0].capacity == 24LL << 30);
+  CHECK(p.pools[1].kind == "host");
+  for (const auto& o : p.options) {
+    CHECK(o.fits());
+    CHECK(o.ctx_size >= p.task->ctx_min);
+    for (const auto& a : o.allocations) CHECK((a.pool == "gpu0" || a.pool == "host"));
+  }
+  // token_embd stays in RAM, logits in pinned host memory
+  CHECK(best.sum("weights_host") > 0);
+  CHECK(best.sum("output") == 152064LL * 4);
+  CHECK_FALSE(p.explanation.empty());
+}
+
+TEST_CASE("pinned types: the largest context that fits") {
+  Request r = mission();
+  r.cache_type_k = r.cache_type_v = "q8_0";
+  r.weights = "Q4_K_M";
+  const Plan p = plan(kvtest::catalog(), r);
+  CHECK(p.mode == "max_context");
+  REQUIRE(p.fits());
+  const int c = p.options.front().ctx_size;
+  CHECK(c % 256 == 0);
+  Request at = r;
+  at.ctx_size = c;
+  CHECK(plan(kvtest::catalog(), at).fits());
+  at.ctx_size = c + 256;
+  // without rope flags the inverse query stops at the native window; more fits on 24 GiB only below it
+  if (c < kvtest::catalog().model(r.model).ctx_native) CHECK_FALSE(plan(kvtest::catalog(), at).fits());
+}
+
+TEST_CASE("pinned types on a roomy device stop at the native window and say so") {
+  Request r = mission();
+  r.gpu = "h100-sxm";
+  r.cache_type_k = r.cache_type_v = "q8_0";
+  const Plan p = plan(kvtest::catalog(), r);
+  REQUIRE(p.fits());
+  CHECK(p.options.front().ctx_size == 32768);
+  bool said = false;
+  for (const auto& w : p.options.front().warnings) said |= w.find("--rope-scaling") != std::string::npos;
+  CHECK(said);
+  r.rope_scaling = true;
+  CHECK(plan(kvtest::catalog(), r).options.front().ctx_size == 131072);
+}
+
+TEST_CASE("pinned context: the best types for it; everything pinned: that one configuration") {
+  Request r = mission();
+  r.ctx_size = 16384;
+  const Plan p = plan(kvtest::catalog(), r);
+  CHECK(p.mode == "best_types");
+  for (const auto& o : p.options) CHECK(o.ctx_size == 16384);
+  r.weights = "Q4_K_M";
+  r.cache_type_k = "f16";
+  r.cache_type_v = "f16";
+  r.flash_attn = "on";
+  const Plan one = plan(kvtest::catalog(), r);
+  CHECK(one.mode == "single");
+  REQUIRE(one.options.size() == 1);
+  CHECK(one.options[0].sum("k_cache") == 2048LL << 20);  // 64 layers · 16384 cells · 2048 B
+}
+
+TEST_CASE("an explicit pair the engine will not run is an input error with alternatives") {
+  Request r = mission();
+  r.cache_type_k = "q8_0";
+  r.cache_type_v = "q4_0";
+  try {
+    plan(kvtest::catalog(), r);
+    FAIL("accepted a mixed pair on a default CUDA build");
+  } catch (const InputError& e) {
+    CHECK(std::string(e.what()).find("same-type") != std::string::npos);
+    CHECK(std::find(e.accepted().begin(), e.accepted().end(), "q8_0/q8_0") != e.accepted().end());
+  }
+  r.build = "fa-all-quants";
+  CHECK(plan(kvtest::catalog(), r).fits());
+  r.build = "default";
+  r.allow_slow = true;
+  const Plan slow = plan(kvtest::catalog(), r);
+  REQUIRE_FALSE(slow.options.empty());
+  CHECK_FALSE(slow.options.front().warnings.empty());
+}
+
+TEST_CASE("nothing fits is a result that says what is missing") {
+  Request r;
+  r.gpu = "8GB";
+  r.model = "llama-3.1-70b-instruct";
+  const Plan p = plan(kvtest::catalog(), r);
+  CHECK_FALSE(p.fits());
+  CHECK(p.recommended() == nullptr);
+  CHECK(p.nothing_fits.find("needs") != std::string::npos);
+  CHECK_FALSE(p.options.empty());
+}
+
+TEST_CASE("bad input: unknown names suggest, impossible values name the field") {
+  Request r = mission();
+  r.model = "qwen2.5-coder-23b";
+  CHECK_THROWS_AS(plan(kvtest::catalog(), r), InputError);
+  r = mission();
+  r.gpu = "rtx4900";
+  try {
+    plan(kvtest::catalog(), r);
+    FAIL();
+  } catch (const InputError& e) {
+    CHECK(e.field() == "--gpu");
+    CHECK(e.suggestion() == "rtx4090");
+  }
+  r = mission();
+  r.cache_type_k = "q4_k";
+  CHECK_THROWS_AS(plan(kvtest::catalog(), r), InputError);
+  r = mission();
+  r.ctx_size = 1 << 20;
+  CHECK_THROWS_AS(plan(kvtest::catalog(), r), InputError);
+  r = mission();
+  r.free = 100LL << 20;
+  CHECK_THROWS_AS(plan(kvtest::catalog(), r), InputError);
+}
+
+TEST_CASE("named GPUs: driver-reported totals, unified memory is one pool") {
+  Request r = mission();
+  r.gpu = "rtx4090";
+  const Plan p = plan(kvtest::catalog(), r);
+  CHECK(p.pools[0].capacity == 24564LL << 20);
+  CHECK(p.pools[0].device.find("4090") != std::string::npos);
+  r.gpu = "m4max-128gb";
+  const Plan mac = plan(kvtest::catalog(), r);
+  REQUIRE(mac.pools.size() == 1);
+  CHECK(mac.pools[0].kind == "unified");
+  CHECK(mac.resolved.backend == "metal");
+  for (const auto& a : mac.options.front().allocations) CHECK(a.pool == "unified");
+}
+
+TEST_CASE("--reserve and --free shrink the budget") {
+  Request r = mission();
+  const Bytes base = plan(kvtest::catalog(), r).pools[0].budget();
+  r.reserve = 1LL << 30;
+  CHECK(plan(kvtest::catalog(), r).pools[0].budget() == base - (1LL << 30));
+  r.reserve.reset();
+  r.free = 20LL << 30;
+  CHECK(plan(kvtest::catalog(), r).pools[0].budget() == base - (4LL << 30));
+}
+
+TEST_CASE("beyond the native window only when the task wants it, with rope flags") {
+  Request r = mission();
+  r.gpu = "h100-sxm";
+  r.task = "rag";  // wants 65536 > Qwen2.5's native 32768
+  const Plan p = plan(kvtest::catalog(), r);
+  REQUIRE(p.fits());
+  const Option& best = *p.recommended();
+  CHECK(best.beyond_native);
+  CHECK(best.launch.find("--rope-scaling yarn --rope-scale 4 --yarn-orig-ctx 32768") != std::string::npos);
+  CHECK_FALSE(best.warnings.empty());
+  r.task = "agentic";
+  for (const auto& o : plan(kvtest::catalog(), r).options) CHECK_FALSE(o.beyond_native);
+}

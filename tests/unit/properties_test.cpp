@@ -1,0 +1,121 @@
+// Properties over the catalog × several devices: the planner's promises, not its numbers.
+#include <catch2/catch.hpp>
+
+#include "helpers.hpp"
+#include "priors/prior.hpp"
+
+using namespace kvplan;
+
+namespace {
+const std::vector<std::string> kDevices = {"8GB", "24GB", "rtx3090", "h100-sxm", "m4max-128gb"};
+// Cache types ordered by bits per element (ggml block bytes · 8 / block)
+const std::vector<std::string> kByBits = {"q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "f16"};
+}  // namespace
+
+TEST_CASE("more bits never raise the predicted loss; loss never falls as context grows") {
+  const auto& c = kvtest::catalog();
+  for (const auto& m : c.models) {
+    for (const char* task : {"general", "agentic", "reasoning"}) {
+      priors::QualityInput in;
+      in.model = &m;
+      in.weights = &c.weight_format("Q4_K_M");
+      in.weights_bpw = 4.9;
+      in.task = &c.task(task);
+      in.rotation = true;
+      for (int ctx : {2048, 8192, 32768, 131072}) {
+        double prev = 1e9;
+        for (const auto& t : kByBits) {  // K and V together, then each alone
+          in.type_k = in.type_v = t;
+          in.ctx = ctx;
+          const double l = priors::assess(c.prior, in).expected_loss;
+          INFO(m.id << " " << task << " ctx " << ctx << " " << t);
+          CHECK(l <= prev);
+          prev = l;
+        }
+        for (const auto& k : kByBits) {
+          in.type_k = k;
+          in.type_v = "q8_0";
+          in.ctx = ctx;
+          const double l1 = priors::assess(c.prior, in).expected_loss;
+          in.ctx = ctx * 2;
+          const double l2 = priors::assess(c.prior, in).expected_loss;
+          INFO(m.id << " " << task << " K " << k << " ctx " << ctx);
+          CHECK(l2 >= l1);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("ranked options: all fit, none is dominated by one ranked below it") {
+  const auto& c = kvtest::catalog();
+  for (size_t i = 0; i < c.models.size(); i += 3) {
+    for (const auto& dev : kDevices) {
+      Request r;
+      r.model = c.models[i].id;
+      r.gpu = dev;
+      r.task = (i / 3) % 2 ? "agentic" : "general";
+      r.top = 50;
+      const Plan p = plan(c, r);
+      if (!p.fits()) continue;
+      const int target = p.task->ctx_target;
+      for (size_t a = 0; a < p.options.size(); ++a) {
+        INFO(r.model << " on " << dev << " option " << a + 1);
+        CHECK(p.options[a].fits());
+        for (size_t b = a + 1; b < p.options.size(); ++b) {
+          const Option& hi = p.options[a];
+          const Option& lo = p.options[b];
+          const bool dominated = std::min(lo.ctx_size, target) >= std::min(hi.ctx_size, target) &&
+                                 lo.quality.expected_loss <= hi.quality.expected_loss &&
+                                 lo.pools.front().headroom >= hi.pools.front().headroom &&
+                                 (std::min(lo.ctx_size, target) > std::min(hi.ctx_size, target) ||
+                                  lo.quality.expected_loss < hi.quality.expected_loss ||
+                                  lo.pools.front().headroom > hi.pools.front().headroom);
+          CHECK_FALSE(dominated);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("inverse query: the largest context c fits and c + 256 does not") {
+  const auto& c = kvtest::catalog();
+  for (size_t i = 0; i < c.models.size(); i += 4) {
+    for (const auto& dev : kDevices) {
+      for (const char* t : {"q8_0", "f16"}) {
+        Request r;
+        r.model = c.models[i].id;
+        r.gpu = dev;
+        r.weights = "Q4_K_M";
+        r.cache_type_k = r.cache_type_v = t;
+        r.flash_attn = "on";
+        const Plan p = plan(c, r);
+        if (!p.fits()) continue;
+        const int ctx = p.options.front().ctx_size;
+        INFO(r.model << " on " << dev << " " << t << " -> " << ctx);
+        r.ctx_size = ctx;
+        CHECK(plan(c, r).fits());
+        if (ctx < c.models[i].ctx_native) {  // at the native maximum the query stops without rope flags
+          r.ctx_size = ctx + 256;
+          CHECK_FALSE(plan(c, r).fits());
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("the default CUDA build is never recommended a mixed pair") {
+  const auto& c = kvtest::catalog();
+  for (const auto& m : c.models) {
+    for (const char* dev : {"24GB", "rtx4090", "12GB"}) {
+      Request r;
+      r.model = m.id;
+      r.gpu = dev;
+      r.task = "agentic";
+      const Plan p = plan(c, r);
+      if (!p.fits()) continue;
+      INFO(m.id << " on " << dev);
+      if (p.recommended()->flash_attn) CHECK(p.recommended()->cache_type_k == p.recommended()->cache_type_v);
+    }
+  }
+}
