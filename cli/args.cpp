@@ -14,7 +14,7 @@ std::vector<std::string> rewrite_llama_flags(const std::vector<std::string>& arg
   std::vector<std::string> out;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
-    if (i == 0 && (a == "llama-server" || a == "llama-cli")) continue;
+    if (a == "llama-server" || a == "llama-cli") continue;  // a pasted launch line
     auto it = long_names.find(a);
     if (it == long_names.end()) {
       out.push_back(a);

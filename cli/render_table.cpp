@@ -40,7 +40,7 @@ std::string header(const Plan& p) {
                      size_only ? " (GB means GiB here, as GPU vendors count; assumed a CUDA card)" : "");
   std::string budget = fmt::format("{} GiB", gib(dev.capacity));
   if (dev.reserve > 0) budget += fmt::format(" - reserve {}", gib(dev.reserve));
-  budget += fmt::format(" - runtime overhead {} (CUDA context, cuBLAS, pool; up to) - safety margin {} = {} GiB for the plan",
+  budget += fmt::format(" - runtime up to {} (driver context, BLAS workspace, memory pool) - margin {} = {} GiB for the plan",
                         gib(dev.overhead.high), gib(dev.margin), gib(dev.budget()));
   out += "Budget   " + budget + "\n";
   out += fmt::format("Engine   {} {}, {} backend{}, {} build\n", p.resolved.engine, p.resolved.engine_build, p.resolved.backend,
@@ -112,7 +112,7 @@ std::string render_plan(const Plan& p) {
     for (const auto& n : rec->needs) out += "Needs    " + n + "\n";
     for (const auto& w : rec->warnings) out += "Warning  " + w + "\n";
   } else {
-    out += "\nNothing fits. " + p.nothing_fits + ".\n";
+    out += "\nNothing fits: " + p.nothing_fits + ".\n";
   }
   for (const auto& w : p.warnings) out += "Warning  " + w + "\n";
   return out;

@@ -8,8 +8,7 @@ namespace {
 
 std::string compose(const std::string& field, const std::string& value, const std::string& problem,
                     const std::vector<std::string>& accepted, const std::string& suggestion) {
-  std::string msg = field + ": " + problem;
-  if (!value.empty()) msg += " '" + value + "'";
+  std::string msg = value.empty() ? field + ": " + problem : field + " '" + value + "': " + problem;
   if (!suggestion.empty()) msg += "; did you mean '" + suggestion + "'?";
   if (!accepted.empty()) {
     msg += " (accepted: ";

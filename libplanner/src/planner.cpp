@@ -151,7 +151,7 @@ Setup resolve(const Catalog& c, const Request& r) {
   s.host_pool = s.pools.size() > 1 ? s.pools[1].id : s.pools.front().id;
 
   s.resolved.engine = s.engine->name;
-  s.resolved.engine_build = s.engine->build_name + " (" + s.engine->vendored_by + ")";
+  s.resolved.engine_build = s.engine->build_name + ", as vendored by " + s.engine->vendored_by;
   s.resolved.backend = s.backend->id;
   s.resolved.backend_verified = s.backend->verified;
   s.resolved.build = r.build;
@@ -366,9 +366,6 @@ Plan plan(const Catalog& catalog, const Request& request) {
   out.pools = s.pools;
   if (!s.backend->verified)
     out.warnings.push_back(fmt::format("{} kernel rules are not verified against llama.cpp source; treat feasibility as a guess", s.backend->name));
-  if (s.resolved.gpu_size_only)
-    out.warnings.push_back(fmt::format("'{}' is read as a CUDA GPU with {} GiB (size suffixes are binary: 24GB = 24 GiB)", r.gpu,
-                                       format_gib(s.pools.front().capacity)));
 
   // ---- enumerate what the engine accepts ----
   std::vector<const WeightFormat*> formats;
@@ -460,7 +457,7 @@ Plan plan(const Catalog& catalog, const Request& request) {
     const Option& closest = failing.front();
     const Pool& dev = s.pools.front();
     out.nothing_fits = fmt::format(
-        "nothing fits on {}: the smallest option ({} weights, {} tokens, K={} V={}) needs {} more than the {} the plan can use. "
+        "on {}, the smallest option ({} weights, {} tokens, K={} V={}) needs {} more than the {} the plan can use. "
         "It would fit a device with {} GiB, or try a smaller model or a shorter context",
         dev.device, closest.weights, closest.ctx_size, closest.cache_type_k, closest.cache_type_v, format_size(need(closest)),
         format_size(dev.budget()), format_gib(dev.capacity + need(closest)));
