@@ -191,7 +191,8 @@ Option account(const Setup& s, const Candidate& c, int ctx) {
   const Request& r = s.request;
   const GgmlType& tk = e.type(c.k, "--cache-type-k");
   const GgmlType& tv = e.type(c.v, "--cache-type-v");
-  const ContextShape shape = context_shape(m, e, ctx, r.n_parallel, r.kv_unified, s.resolved.n_ubatch, s.resolved.n_batch, r.swa_full);
+  const ContextShape shape =
+      context_shape(m, e, ctx, r.n_parallel, r.kv_unified, s.resolved.n_ubatch, s.resolved.n_batch, r.swa_full, c.flash_attn);
   const KvCacheBytes kv = kv_cache_bytes(m, shape, tk, tv, c.flash_attn, *s.backend);
   const ComputeBytes compute = compute_bytes(m, shape, tk, tv, c.flash_attn, *s.backend);
 

@@ -41,6 +41,15 @@ TEST_CASE("context: n_ctx padded to 256; streams without unified KV (formulas.md
   CHECK(s.n_ubatch == 256);
 }
 
+TEST_CASE("build rules are data: before PR #17046 a context without flash attention padded to 32") {
+  const ModelSpec& m = kvtest::catalog().model("qwen2.5-coder-32b");
+  EngineSpec old = kvtest::engine();
+  old.build = 6000;
+  CHECK(context_shape(m, old, 30000, 1, false, 512, 2048, false, false).n_ctx == 30016);  // PAD(30000, 32)
+  CHECK(context_shape(m, old, 30000, 1, false, 512, 2048, false, true).n_ctx == 30208);   // PAD(30000, 256)
+  CHECK(context_shape(m, kvtest::engine(), 30000, 1, false, 512, 2048, false, false).n_ctx == 30208);
+}
+
 TEST_CASE("Qwen2.5-Coder-32B KV cache at 32768 cells (formulas.md §7.1)") {
   const ModelSpec& m = kvtest::catalog().model("qwen2.5-coder-32b");
   const auto s = context_shape(m, kvtest::engine(), 32768, 1, false, 512, 2048, false);

@@ -101,6 +101,7 @@ struct EngineSpec {
   std::vector<std::string> cache_types_offered;  // what the ranker tries when nothing is pinned
   std::map<std::string, std::string> quant_fallback;  // k-quant type -> type used when ne0 % 256 != 0
   int ctx_pad = 256;
+  int ctx_pad_legacy_no_fa = 32;  // before build rule ctx_pad_256: padding without flash attention
   int default_ubatch = 512, default_batch = 2048;
   std::vector<BackendSpec> backends;
   std::vector<BuildRule> build_rules;

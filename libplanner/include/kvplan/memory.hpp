@@ -20,7 +20,8 @@ struct ContextShape {
   int swa_cells = 0;   // cells per stream of the sliding-window cache (0 without SWA layers)
 };
 ContextShape context_shape(const ModelSpec& model, const EngineSpec& engine, int ctx_requested,
-                           int n_parallel, bool unified, int n_ubatch, int n_batch, bool swa_full);
+                           int n_parallel, bool unified, int n_ubatch, int n_batch, bool swa_full,
+                           bool flash_attn = true);
 
 // Bytes one tensor of `nrows` rows of `ne0` elements takes in a backend buffer: ggml_row_size
 // plus CUDA's row-padding tail for quantized types, padded to the buffer alignment.

@@ -226,6 +226,7 @@ EngineSpec read_engine(const Reader& r) {
     if (std::find(e.cache_types.begin(), e.cache_types.end(), t) == e.cache_types.end())
       throw InputError(r.location("cache_types_offered"), t, "engine '" + e.id + "' offers a cache type it does not accept", e.cache_types);
   e.ctx_pad = r.get<int>("ctx_pad");
+  e.ctx_pad_legacy_no_fa = r.get<int>("ctx_pad_legacy_no_fa", e.ctx_pad);
   e.default_ubatch = r.get<int>("default_ubatch");
   e.default_batch = r.get<int>("default_batch");
   e.margin_mib = r.get<long long>("margin_mib", 0);

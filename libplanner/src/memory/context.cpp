@@ -5,15 +5,16 @@
 namespace kvplan {
 
 // src/llama-context.cpp llama_context::llama_context:
-//   n_ctx = GGML_PAD(n_ctx, 256); unified: n_ctx_seq = n_ctx;
+//   n_ctx = GGML_PAD(n_ctx, 256) (builds before PR #17046: 256 with flash attention, 32 without —
+//   the build rule ctx_pad_256 in data/engines/llama.cpp.yaml); unified: n_ctx_seq = n_ctx;
 //   else n_ctx_seq = GGML_PAD(n_ctx / n_seq_max, 256), n_ctx = n_ctx_seq * n_seq_max
 //   n_batch = min(n_ctx, n_batch) (causal); n_ubatch = min(n_batch, n_ubatch)
 // src/llama-kv-cache-iswa.cpp llama_kv_cache_iswa::llama_kv_cache_iswa:
 //   size_swa = GGML_PAD(min(size_base, n_swa * (unified ? n_seq_max : 1) + n_ubatch), 256); --swa-full: size_base
 ContextShape context_shape(const ModelSpec& model, const EngineSpec& engine, int ctx_requested, int n_parallel,
-                           bool unified, int n_ubatch, int n_batch, bool swa_full) {
+                           bool unified, int n_ubatch, int n_batch, bool swa_full, bool flash_attn) {
   ContextShape s;
-  const int pad = engine.ctx_pad;
+  const int pad = engine.rule_holds("ctx_pad_256") || flash_attn ? engine.ctx_pad : engine.ctx_pad_legacy_no_fa;
   const int n_seq = std::max(1, n_parallel);
   s.n_seq = n_seq;
   s.unified = unified;
