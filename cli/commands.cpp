@@ -20,9 +20,12 @@ std::string render_models(const Catalog& c) {
 }
 
 std::string render_gpus(const Catalog& c) {
-  std::string out = fmt::format("{:<24} {:<44} {:<7} {:<10} {:>10} {:>12}\n", "id", "name", "backend", "memory", "total MiB", "usable MiB");
+  size_t id_w = 2, name_w = 4;
+  for (const auto& g : c.gpus) id_w = std::max(id_w, g.id.size()), name_w = std::max(name_w, g.name.size());
+  std::string out = fmt::format("{:<{}} {:<{}} {:<7} {:<10} {:>10} {:>12}\n", "id", id_w, "name", name_w, "backend", "memory",
+                                "total MiB", "usable MiB");
   for (const auto& g : c.gpus)
-    out += fmt::format("{:<24} {:<44} {:<7} {:<10} {:>10} {:>12}\n", g.id, g.name, g.backend, g.memory_kind, g.total_mib,
+    out += fmt::format("{:<{}} {:<{}} {:<7} {:<10} {:>10} {:>12}\n", g.id, id_w, g.name, name_w, g.backend, g.memory_kind, g.total_mib,
                        g.unified() && g.working_set_mib > 0 ? std::to_string(g.working_set_mib) : std::to_string(g.total_mib));
   return out;
 }

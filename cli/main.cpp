@@ -57,7 +57,7 @@ int run(int argc, char** argv) {
   std::vector<std::string> raw(argv + 1, argv + argc);
   const std::vector<std::string> args = kvplan::cli::rewrite_llama_flags(raw);
 
-  CLI::App app{"kvplan: which weights, context and K/V cache types fit your GPU, and what they cost in quality"};
+  CLI::App app{"kvplan: which weights, context and K/V cache types fit your GPU, and what they cost in quality", "kvplan"};
   app.set_version_flag("--version", "kvplan 0.1.0");
   app.fallthrough();
   app.require_subcommand(0, 1);
@@ -101,11 +101,12 @@ int run(int argc, char** argv) {
   app.add_flag("--json", json, "print the plan as JSON (schema/plan.schema.json)");
   // Flags llama.cpp has whose effect kvplan does not model yet: accepted by name so the error is clear.
   std::vector<std::string> unmodelled_values;
+  std::vector<CLI::Option*> unmodelled;
   for (const char* flag : {"--split-mode", "--override-tensor", "--n-cpu-moe", "--model-draft", "--fit"})
-    app.add_option(flag, unmodelled_values, "not modelled yet")->group("");
+    unmodelled.push_back(app.add_option(flag, unmodelled_values, "not modelled yet")->group(""));
   bool no_kv_offload = false, cpu_moe = false;
-  app.add_flag("--no-kv-offload,--cpu-moe", no_kv_offload, "not modelled yet")->group("");
-  (void)cpu_moe;
+  unmodelled.push_back(app.add_flag("--no-kv-offload", no_kv_offload, "not modelled yet")->group(""));
+  unmodelled.push_back(app.add_flag("--cpu-moe", cpu_moe, "not modelled yet")->group(""));
 
   auto* models_cmd = app.add_subcommand("models", "list the catalog's models");
   auto* gpus_cmd = app.add_subcommand("gpus", "list the catalog's GPUs");
@@ -125,9 +126,9 @@ int run(int argc, char** argv) {
     return 2;
   }
 
-  for (auto* opt : app.get_options())
-    if (opt->get_group().empty() && opt->count() > 0)
-      throw InputError(opt->get_name(), "", "is a llama.cpp flag whose memory effect kvplan does not model yet");
+  for (const auto* opt : unmodelled)
+    if (opt->count() > 0)
+      throw InputError("--" + opt->get_lnames().front(), "", "is a llama.cpp flag whose memory effect kvplan does not model yet");
   if (tensor_split) throw InputError("--tensor-split", *tensor_split, "multi-GPU placement is not modelled yet");
   if (!ngl.empty() && ngl != "99" && ngl != "all" && ngl != "-1" && ngl != "auto") {
     int n = 0;

@@ -67,7 +67,9 @@ std::string table(const Plan& p) {
   for (size_t i = 0; i < p.options.size(); ++i) {
     const Option& o = p.options[i];
     const std::string dev = p.pools.front().id;
-    rows.push_back({std::to_string(i + 1), o.weights, std::to_string(o.ctx_size), o.cache_type_k, o.cache_type_v, o.flash_attn ? "on" : "off",
+    const std::string ctx = o.ctx_per_slot == o.ctx_size ? std::to_string(o.ctx_size)
+                                                         : fmt::format("{}={}x{}", o.ctx_size, o.ctx_size / o.ctx_per_slot, o.ctx_per_slot);
+    rows.push_back({std::to_string(i + 1), o.weights, ctx, o.cache_type_k, o.cache_type_v, o.flash_attn ? "on" : "off",
                     gib(o.sum("weights")), gib(o.sum("k_cache") + o.sum("swa_k_cache")), gib(o.sum("v_cache") + o.sum("swa_v_cache")),
                     gib(o.sum("compute")), gib(o.usage(dev).total), gib(o.usage(dev).headroom), loss_text(o.quality), o.reason});
   }
@@ -142,8 +144,8 @@ std::string render_explain(const Plan& p, int rank) {
   const Quality& q = o.quality;
   out += fmt::format("\nQuality  {}: expected loss {:.3f}% (80% interval {:.3f}% .. {:.3f}%)\n", risk_name(q.risk), q.expected_loss * 100,
                      q.low * 100, q.high * 100);
-  out += fmt::format("         = task factor {:g} x (weights {:.3f}% + cache {:.3f}% x weight-precision factor)\n", q.task_factor,
-                     q.weights_loss * 100, q.kv_loss * 100);
+  out += fmt::format("         = weights {:.3f}% + task factor {:g} x weight-precision factor {:g} x cache {:.3f}%\n",
+                     q.weights_loss * 100, q.task_factor, q.weights_factor, q.kv_loss * 100);
   for (const auto& e : q.evidence) out += "Evidence " + e + "\n";
   for (const auto& n : o.needs) out += "Needs    " + n + "\n";
   for (const auto& w : o.warnings) out += "Warning  " + w + "\n";

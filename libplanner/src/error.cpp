@@ -62,7 +62,7 @@ std::string closest_match(const std::string& wanted, const std::vector<std::stri
     if (!w.empty() && (f.find(w) != std::string::npos || w.find(f) != std::string::npos)) d = std::min(d, size_t{1});
     if (d < best_d) best_d = d, best = c;
   }
-  const size_t limit = std::max<size_t>(2, w.size() / 3);
+  const size_t limit = std::max<size_t>(1, w.size() / 3);  // short names: only one edit away
   return best_d <= limit ? best : std::string{};
 }
 

@@ -164,13 +164,14 @@ Setup resolve(const Catalog& c, const Request& r) {
 
   // Context beyond the native window only when the task wants it or the rope flags were given.
   const ModelSpec& m = *s.model;
-  const bool wants_extension = r.rope_scaling || (r.ctx_size && *r.ctx_size > m.ctx_native) ||
+  const int slots = r.kv_unified ? 1 : std::max(1, r.n_parallel);
+  const bool wants_extension = r.rope_scaling || (r.ctx_size && *r.ctx_size > m.ctx_native * slots) ||
                                (!r.ctx_size && s.task->ctx_target > m.ctx_native);
   s.ctx_allowed = wants_extension && m.ctx_extended > 0 ? m.ctx_extended : m.ctx_native;
   if (r.ctx_size) {
     if (*r.ctx_size < kMinCtx)
       throw InputError("--ctx-size", std::to_string(*r.ctx_size), fmt::format("must be at least {}", kMinCtx));
-    if (*r.ctx_size > m.max_ctx())
+    if (*r.ctx_size > m.max_ctx() * (r.kv_unified ? 1 : r.n_parallel))
       throw InputError("--ctx-size", std::to_string(*r.ctx_size),
                        fmt::format("is beyond {}'s maximum of {} tokens{}", m.name, m.max_ctx(),
                                    m.ctx_extended ? " (with rope scaling)" : ""));
@@ -199,11 +200,12 @@ Option account(const Setup& s, const Candidate& c, int ctx) {
   Option o;
   o.weights = c.weights->id;
   o.ctx_size = ctx;
+  o.ctx_per_slot = r.kv_unified ? shape.n_ctx : shape.n_ctx_seq;
   o.cache_type_k = c.k;
   o.cache_type_v = c.v;
   o.flash_attn = c.flash_attn;
-  o.beyond_native = ctx > m.ctx_native;
-  o.below_task_min = ctx < s.task->ctx_min;
+  o.beyond_native = o.ctx_per_slot > m.ctx_native;
+  o.below_task_min = o.ctx_per_slot < s.task->ctx_min;
   o.needs = c.needs;
   auto put = [&](const std::string& what, const std::string& pool, const Figure& f) {
     if (f.bytes != 0 || what == "k_cache" || what == "v_cache") o.allocations.push_back({"main", what, pool, f});
@@ -240,7 +242,7 @@ void score(const Setup& s, const Candidate& c, Option& o) {
   in.weights_bpw = weights_bpw(*s.model, c.weight_bytes);
   in.type_k = c.k;
   in.type_v = c.v;
-  in.ctx = o.ctx_size;
+  in.ctx = o.ctx_per_slot;
   in.rotation = uses_rotation(s, c.k, c.v);
   in.task = s.task;
   o.quality = priors::assess(s.catalog->prior, in);
@@ -248,7 +250,8 @@ void score(const Setup& s, const Candidate& c, Option& o) {
 
 // The largest context (a multiple of 256, at most `cap`) at which the option fits; 0 if none.
 int largest_fitting_ctx(const Setup& s, const Candidate& c, int cap) {
-  const int step = s.engine->ctx_pad;
+  // Without unified KV each slot gets PAD(ctx / n_parallel, 256): step by whole slots.
+  const int step = s.engine->ctx_pad * (s.request.kv_unified ? 1 : s.request.n_parallel);
   int lo = 0, hi = cap / step;  // in steps
   if (hi < 1) return 0;
   if (account(s, c, hi * step).fits()) return hi * step;
@@ -271,7 +274,7 @@ std::string reason_for(const Setup& s, const Option& o) {
   std::vector<std::string> parts;
   const int target = s.task->ctx_target;
   if (o.below_task_min) parts.push_back(fmt::format("below the task minimum of {}", s.task->ctx_min));
-  else if (o.ctx_size >= target) parts.push_back(fmt::format("reaches the {} target", target));
+  else if (o.ctx_per_slot >= target) parts.push_back(fmt::format("reaches the {} target", target));
   else parts.push_back(fmt::format("ctx < {} target", target));
   parts.push_back(describe_k(o.cache_type_k, kb));
   if (kb <= prior.low_bits) parts.push_back("keys degrade with context");
@@ -289,19 +292,29 @@ std::string reason_for(const Setup& s, const Option& o) {
 bool ranks_before(const Setup& s, const Option& a, const Option& b) {
   const int target = s.task->ctx_target;
   auto key = [&](const Option& o) {
-    return std::make_tuple(o.below_task_min, static_cast<int>(o.quality.risk), -std::min(o.ctx_size, target));
+    return std::make_tuple(o.below_task_min, static_cast<int>(o.quality.risk), -std::min(o.ctx_per_slot, target));
   };
   if (key(a) != key(b)) return key(a) < key(b);
   if (a.quality.expected_loss != b.quality.expected_loss) return a.quality.expected_loss < b.quality.expected_loss;
   const Bytes ha = a.pools.front().headroom, hb = b.pools.front().headroom;
   if (ha != hb) return ha > hb;
-  return std::tie(a.weights, a.cache_type_k, a.cache_type_v) < std::tie(b.weights, b.cache_type_k, b.cache_type_v);
+  // Deterministic tie-break: flash attention on, then the catalog's order of formats and types.
+  if (a.flash_attn != b.flash_attn) return a.flash_attn;
+  auto order = [&](const Option& o) {
+    const auto& f = s.catalog->weight_formats;
+    const auto& t = s.engine->cache_types;
+    auto pos = [](const auto& v, const auto& pred) { return std::find_if(v.begin(), v.end(), pred) - v.begin(); };
+    return std::make_tuple(pos(f, [&](const WeightFormat& w) { return w.id == o.weights; }),
+                           pos(t, [&](const std::string& x) { return x == o.cache_type_k; }),
+                           pos(t, [&](const std::string& x) { return x == o.cache_type_v; }));
+  };
+  return order(a) < order(b);
 }
 
 // b dominates a: as much context (towards the target), no more loss, no less headroom, one strictly better.
 bool dominates(const Setup& s, const Option& b, const Option& a) {
   const int t = s.task->ctx_target;
-  const int ca = std::min(a.ctx_size, t), cb = std::min(b.ctx_size, t);
+  const int ca = std::min(a.ctx_per_slot, t), cb = std::min(b.ctx_per_slot, t);
   const double la = a.quality.expected_loss, lb = b.quality.expected_loss;
   const Bytes ha = a.pools.front().headroom, hb = b.pools.front().headroom;
   return cb >= ca && lb <= la && hb >= ha && (cb > ca || lb < la || hb > ha);
@@ -323,28 +336,32 @@ std::vector<std::string> explain(const Setup& s, const Option& best, const std::
   const Option* low_k = nullptr;
   for (const auto& o : all)
     if (o.weights == best.weights && prior.type(o.cache_type_k).bits <= prior.low_bits &&
-        (!low_k || o.ctx_size > low_k->ctx_size || (o.ctx_size == low_k->ctx_size && o.quality.expected_loss < low_k->quality.expected_loss)))
+        (!low_k || o.ctx_per_slot > low_k->ctx_per_slot ||
+         (o.ctx_per_slot == low_k->ctx_per_slot && o.quality.expected_loss < low_k->quality.expected_loss)))
       low_k = &o;
   if (kb > prior.low_bits) {
     std::string line = fmt::format("K stays at {} rather than 4 bits: {}.", best.cache_type_k, text("k4_vs_v4"));
     if (low_k)
       line += fmt::format(" Here K={} V={} would run {} tokens at ~{} expected loss ({}).", low_k->cache_type_k, low_k->cache_type_v,
-                          low_k->ctx_size, loss_pct(low_k->quality.expected_loss), risk_name(low_k->quality.risk));
+                          low_k->ctx_per_slot, loss_pct(low_k->quality.expected_loss), risk_name(low_k->quality.risk));
     lines.push_back(line);
+  } else if (s.request.cache_type_k) {
+    lines.push_back(fmt::format("K is at {} as asked: expect degradation as context grows ({}).", best.cache_type_k, text("k4_ctx_growth")));
   } else {
     lines.push_back(fmt::format("K is at {}: nothing with 8-bit keys fits; expect degradation as context grows ({}).", best.cache_type_k,
                                 text("k4_ctx_growth")));
   }
   if (vb < kb) lines.push_back(fmt::format("V is compressed first ({}): {}.", best.cache_type_v, text("v4_cheap")));
-  if (best.ctx_size < target) {
+  if (best.ctx_per_slot < target) {
     const Option* at_target = nullptr;
     for (const auto& o : all)
-      if (o.ctx_size >= target && (!at_target || ranks_before(s, o, *at_target))) at_target = &o;
+      if (o.ctx_per_slot >= target && (!at_target || ranks_before(s, o, *at_target))) at_target = &o;
     std::string alt = at_target ? fmt::format(" Reaching {} tokens takes {} weights with K={} V={} ({}, ~{}).", target, at_target->weights,
                                               at_target->cache_type_k, at_target->cache_type_v, risk_name(at_target->quality.risk),
                                               loss_pct(at_target->quality.expected_loss))
                                 : fmt::format(" Nothing reaches {} tokens on this device.", target);
-    lines.push_back(fmt::format("Context is {} of the task's {}: kvplan shortens context before starving K.{}", best.ctx_size, target, alt));
+    lines.push_back(fmt::format("Context is {} of the task's {} per conversation: kvplan shortens context before starving K.{}",
+                                best.ctx_per_slot, target, alt));
   }
   for (const auto& e : best.quality.evidence)
     if (std::none_of(lines.begin(), lines.end(), [&](const std::string& l) { return l.find(e.substr(0, 40)) != std::string::npos; }))
@@ -385,35 +402,39 @@ Plan plan(const Catalog& catalog, const Request& request) {
   std::vector<bool> fas = r.flash_attn == "auto" ? std::vector<bool>{true, false} : std::vector<bool>{r.flash_attn == "on"};
 
   std::vector<Candidate> candidates;
-  std::vector<std::string> refusals;
-  std::map<std::string, WeightBytes> weight_cache;
+  std::vector<engines::PairCheck> refusals;
   for (const auto* f : formats) {
-    WeightBytes wb = weight_bytes(m, *f, *s.engine, *s.backend);
+    const WeightBytes wb = weight_bytes(m, *f, *s.engine, *s.backend);
     for (const auto& k : ks)
       for (const auto& v : vs)
         for (bool fa : fas) {
           const auto check = engines::check_pair(*s.engine, *s.backend, m, r.build, k, v, fa);
           if (!check.ok && !(check.slow && r.allow_slow)) {
-            if (f == formats.front()) refusals.push_back(fmt::format("K={} V={} -fa {}: {}", k, v, fa ? "on" : "off", check.reason));
+            if (f == formats.front()) refusals.push_back(check);
             continue;
           }
-          Candidate c{f, k, v, fa, check.slow, check.needs, check.slow ? check.reason : "", wb};
-          candidates.push_back(std::move(c));
+          candidates.push_back(Candidate{f, k, v, fa, check.slow, check.needs, check.slow ? check.reason : "", wb});
         }
   }
   if (candidates.empty()) {
-    // An explicit request the engine will not run: exit 2 with the reason and the alternatives.
+    // An explicit request the engine will not run: exit 2 with the reason, what would help, and the
+    // pairs that run with the same flash-attention setting.
     std::vector<std::string> alternatives;
     for (const auto& k : types)
       for (const auto& v : types)
-        if (engines::check_pair(*s.engine, *s.backend, m, r.build, k, v, true).ok) alternatives.push_back(k + "/" + v);
+        if (std::any_of(fas.begin(), fas.end(), [&](bool fa) { return engines::check_pair(*s.engine, *s.backend, m, r.build, k, v, fa).ok; }))
+          alternatives.push_back(k + "/" + v);
+    const auto& first = refusals.front();
+    std::vector<std::string> help;
+    if (!first.needs.empty()) help.push_back("use --build fa-all-quants if your build has GGML_CUDA_FA_ALL_QUANTS");
+    if (!first.slow && r.flash_attn == "off") help.push_back("use --flash-attn on");
+    if (first.slow) help.push_back("use --allow-slow to plan it off the fast path");
+    std::string advice;
+    for (const auto& h : help) advice += (advice.empty() ? "; " : ", or ") + h;
     const std::string asked = r.cache_type_k.value_or("*") + "/" + r.cache_type_v.value_or("*");
-    std::string why = refusals.empty() ? "not accepted" : refusals.front();
-    if (refusals.size() > 1) why += fmt::format(" (and {} more)", refusals.size() - 1);
     throw InputError("--cache-type-k/--cache-type-v", asked,
-                     fmt::format("{} ({} backend, {} build) will not run this: {}. Use --build fa-all-quants if your build has "
-                                 "GGML_CUDA_FA_ALL_QUANTS, or --allow-slow to plan it anyway",
-                                 s.engine->name, s.backend->name, r.build, why),
+                     fmt::format("{} ({} backend, {} build) will not run this: {}{}", s.engine->name, s.backend->name, r.build,
+                                 first.reason, advice),
                      alternatives);
   }
 
@@ -423,7 +444,9 @@ Plan plan(const Catalog& catalog, const Request& request) {
   else if (r.ctx_size) out.mode = "best_types";
   else if (types_pinned) out.mode = "max_context";
   else out.mode = "rank";
-  const int cap = out.mode == "max_context" ? s.ctx_allowed : std::min(s.task->ctx_target, s.ctx_allowed);
+  // Targets and model limits are per conversation; -c counts every slot when the KV is not unified.
+  const int slots = r.kv_unified ? 1 : r.n_parallel;
+  const int cap = slots * (out.mode == "max_context" ? s.ctx_allowed : std::min(s.task->ctx_target, s.ctx_allowed));
 
   std::vector<Option> fitting, failing;
   for (const auto& c : candidates) {
@@ -433,7 +456,7 @@ Plan plan(const Catalog& catalog, const Request& request) {
     } else {
       ctx = largest_fitting_ctx(s, c, cap);
       // ranked options below the cap use round numbers (multiples of 1024); the inverse query keeps 256
-      if (out.mode == "rank" && ctx < cap && ctx >= 2048) ctx = ctx / 1024 * 1024;
+      if (out.mode == "rank" && ctx < cap && ctx >= 2048 * slots) ctx = ctx / (1024 * slots) * (1024 * slots);
     }
     Option o = account(s, c, ctx > 0 ? ctx : std::min(cap, std::max(kMinCtx, s.task->ctx_min)));
     score(s, c, o);
@@ -441,9 +464,9 @@ Plan plan(const Catalog& catalog, const Request& request) {
     if (c.slow) o.warnings.push_back(c.slow_reason);
     if (o.beyond_native)
       o.warnings.push_back(fmt::format("{} tokens is beyond the native {}: uses {} rope scaling (quality past the native window is "
-                                       "the model's, not measured here)", o.ctx_size, m.ctx_native,
+                                       "the model's, not measured here)", o.ctx_per_slot, m.ctx_native,
                                        m.rope_scaling ? m.rope_scaling->type : "rope"));
-    if (out.mode == "max_context" && ctx == cap && cap < m.max_ctx() && m.rope_scaling)
+    if (out.mode == "max_context" && ctx == cap && o.ctx_per_slot < m.max_ctx() && m.rope_scaling)
       o.warnings.push_back(fmt::format("stopped at {}'s native {} tokens; longer contexts need --rope-scaling {} --rope-scale {:g}",
                                        m.name, m.ctx_native, m.rope_scaling->type, m.rope_scaling->factor));
     o.reason = reason_for(s, o);

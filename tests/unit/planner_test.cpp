@@ -178,3 +178,24 @@ TEST_CASE("beyond the native window only when the task wants it, with rope flags
   r.task = "agentic";
   for (const auto& o : plan(kvtest::catalog(), r).options) CHECK_FALSE(o.beyond_native);
 }
+
+TEST_CASE("slots: without unified KV each conversation gets its share of -c; targets are per conversation") {
+  Request r;
+  r.gpu = "rtx4090";
+  r.model = "qwen3-14b";
+  r.task = "coding";
+  r.n_parallel = 4;
+  const Plan p = plan(kvtest::catalog(), r);
+  REQUIRE(p.fits());
+  for (const auto& o : p.options) {
+    CHECK(o.ctx_per_slot * 4 == o.ctx_size);
+    CHECK(o.ctx_per_slot <= p.task->ctx_target);
+    CHECK(o.launch.find(" -np 4") != std::string::npos);
+    CHECK(o.launch.find("-kvu") == std::string::npos);
+  }
+  r.kv_unified = true;
+  const Plan u = plan(kvtest::catalog(), r);
+  REQUIRE(u.fits());
+  CHECK(u.options.front().ctx_per_slot == u.options.front().ctx_size);
+  CHECK(u.options.front().launch.find(" -np 4 -kvu") != std::string::npos);
+}

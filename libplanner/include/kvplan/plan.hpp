@@ -77,8 +77,8 @@ struct Allocation {
 
 struct PoolUsage {
   std::string pool;
-  Bytes total = 0;      // typical bytes of all allocations + overhead + margin (+reserve)
-  Bytes total_high = 0; // with each estimate's upper bound: what the fit check uses
+  Bytes total = 0;      // typical bytes of the plan's allocations in this pool (overhead and margin are the pool's)
+  Bytes total_high = 0; // the same with each estimate's upper bound: what the fit check uses
   Bytes headroom = 0;   // budget − allocations at their upper bound (negative: does not fit)
 };
 
@@ -91,13 +91,15 @@ struct Quality {
   double kv_loss = 0;        // cache part (before the task factor)
   double weights_loss = 0;   // weights part (before the task factor)
   double task_factor = 1;
+  double weights_factor = 1; // low-bit weights enlarge the cache loss
   Risk risk = Risk::free;
   std::vector<std::string> evidence;  // sentences naming the measurement and its source
 };
 
 struct Option {
   std::string weights;       // GGUF format id
-  int ctx_size = 0;          // what -c gets
+  int ctx_size = 0;          // what -c gets (all slots together)
+  int ctx_per_slot = 0;      // the longest one conversation can run: n_ctx_seq, or n_ctx with unified KV
   std::string cache_type_k, cache_type_v;
   bool flash_attn = true;
   bool beyond_native = false;  // uses rope scaling

@@ -83,6 +83,7 @@ Quality assess(const PriorParams& p, const QualityInput& in) {
   const double sw = std::clamp(std::pow(p.weight_loss_ref_b / n_b, 0.5), p.size_clamp_low, p.size_clamp_high);
   q.weights_loss = in.weights->rel_loss * sw;
   const double w = weights_factor(p, in.weights_bpw);
+  q.weights_factor = w;
   const double spread = std::max(k.spread, v.spread);
   constexpr double kWeightsSpread = 2;  // one reference model (LLaMA-3-8B) for every family
   q.expected_loss = q.weights_loss + q.task_factor * w * q.kv_loss;
