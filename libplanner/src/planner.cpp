@@ -111,6 +111,15 @@ Setup resolve(const Catalog& c, const Request& r) {
   if (r.gpu.empty()) throw InputError("--gpu", "", "is required (a GPU name such as rtx4090, or a size such as 24GB)");
   s.engine = &c.engine(r.engine);
   s.model = &c.model(r.model);
+  const auto& archs = s.engine->modelled_archs;
+  if (std::find(archs.begin(), archs.end(), s.model->arch) == archs.end()) {
+    const auto why = s.engine->unmodelled_archs.find(s.model->arch);
+    throw InputError("--model", r.model,
+                     fmt::format("architecture '{}' is not modelled yet ({}); kvplan refuses rather than guess with the plain "
+                                 "attention formula", s.model->arch,
+                                 why != s.engine->unmodelled_archs.end() ? why->second : "unknown to kvplan"),
+                     archs);
+  }
   s.task = &c.task(r.task);
   if (r.n_parallel < 1 || r.n_parallel > 256) throw InputError("--parallel", std::to_string(r.n_parallel), "must be 1..256");
   if (r.top < 1) throw InputError("--top", std::to_string(r.top), "must be at least 1");
@@ -352,6 +361,18 @@ std::vector<std::string> explain(const Setup& s, const Option& best, const std::
                                 text("k4_ctx_growth")));
   }
   if (vb < kb) lines.push_back(fmt::format("V is compressed first ({}): {}.", best.cache_type_v, text("v4_cheap")));
+  // The weights: say what the lower-loss format would have cost in context.
+  // (the same cache types, more precise weights: the one reaching the longest context)
+  const Option* least_loss = nullptr;
+  for (const auto& o : all)
+    if (o.cache_type_k == best.cache_type_k && o.cache_type_v == best.cache_type_v && o.flash_attn == best.flash_attn &&
+        o.quality.weights_loss < best.quality.weights_loss &&
+        (!least_loss || o.ctx_per_slot > least_loss->ctx_per_slot ||
+         (o.ctx_per_slot == least_loss->ctx_per_slot && o.quality.weights_loss < least_loss->quality.weights_loss)))
+      least_loss = &o;
+  if (least_loss && least_loss->ctx_per_slot < best.ctx_per_slot)
+    lines.push_back(fmt::format("Weights {} rather than the more precise {}: with the same cache {} reaches only {} tokens here.",
+                                best.weights, least_loss->weights, least_loss->weights, least_loss->ctx_per_slot));
   if (best.ctx_per_slot < target) {
     const Option* at_target = nullptr;
     for (const auto& o : all)
@@ -449,6 +470,7 @@ Plan plan(const Catalog& catalog, const Request& request) {
   const int cap = slots * (out.mode == "max_context" ? s.ctx_allowed : std::min(s.task->ctx_target, s.ctx_allowed));
 
   std::vector<Option> fitting, failing;
+  std::vector<const Candidate*> failing_candidates;
   for (const auto& c : candidates) {
     int ctx = 0;
     if (r.ctx_size) {
@@ -471,20 +493,34 @@ Plan plan(const Catalog& catalog, const Request& request) {
                                        m.name, m.ctx_native, m.rope_scaling->type, m.rope_scaling->factor));
     o.reason = reason_for(s, o);
     o.launch = engines::launch_line(m, o, s.resolved, s.engine->default_ubatch, s.engine->default_batch);
-    (o.fits() && ctx > 0 ? fitting : failing).push_back(std::move(o));
+    if (o.fits() && ctx > 0) {
+      fitting.push_back(std::move(o));
+    } else {
+      failing.push_back(std::move(o));
+      failing_candidates.push_back(&c);
+    }
   }
 
   if (fitting.empty()) {
     // Nothing fits: say what is missing and what would.
     auto need = [&](const Option& o) { return -o.pools.front().headroom; };
-    std::sort(failing.begin(), failing.end(), [&](const Option& a, const Option& b) { return need(a) < need(b); });
-    const Option& closest = failing.front();
+    std::vector<size_t> order(failing.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return need(failing[a]) < need(failing[b]); });
+    const Option& closest = failing[order.front()];
     const Pool& dev = s.pools.front();
     out.nothing_fits = fmt::format(
         "on {}, the smallest option ({} weights, {} tokens, K={} V={}) needs {} more than the {} the plan can use. "
-        "It would fit a device with {} GiB, or try a smaller model or a shorter context",
+        "It would fit a device with {} GiB",
         dev.device, closest.weights, closest.ctx_size, closest.cache_type_k, closest.cache_type_v, format_size(need(closest)),
         format_size(dev.budget()), format_gib(dev.capacity + need(closest)));
+    // With the context pinned, the same configuration at the longest context that does fit.
+    const int shorter = r.ctx_size ? largest_fitting_ctx(s, *failing_candidates[order.front()], *r.ctx_size) : 0;
+    out.nothing_fits += shorter > 0 ? fmt::format(", or -c {} with the same weights and cache types", shorter)
+                                    : ", or try a smaller model or a shorter context";
+    std::vector<Option> sorted;
+    for (size_t i : order) sorted.push_back(std::move(failing[i]));
+    failing = std::move(sorted);
     failing.resize(std::min<size_t>(failing.size(), static_cast<size_t>(r.top)));
     out.options = std::move(failing);
     return out;

@@ -77,3 +77,34 @@ TEST_CASE("malformed data files are input errors naming file and line") {
   CHECK_THROWS_AS(load_catalog({(dir / "missing").string()}), InputError);
   fs::remove_all(dir);
 }
+
+TEST_CASE("architectures kvplan does not model are refused, and unknown model fields are errors") {
+  const fs::path dir = fs::temp_directory_path() / "kvplan_catalog_test_arch";
+  fs::create_directories(dir);
+  {
+    std::ofstream(dir / "m.yaml") << "models:\n  - id: dsv2-lite\n    arch: deepseek2\n    params: 15700000000\n    layers: 27\n"
+                                     "    embd: 2048\n    heads: 16\n    kv_heads: 16\n    head_dim: 192\n    vocab: 102400\n"
+                                     "    ctx_native: 32768\n    source: test\n";
+  }
+  const Catalog c = load_catalog({dir.string()});
+  Request r;
+  r.gpu = "24GB";
+  r.model = "dsv2-lite";
+  try {
+    plan(c, r);
+    FAIL("sized an MLA model with the plain formula");
+  } catch (const InputError& e) {
+    CHECK(std::string(e.what()).find("MLA") != std::string::npos);
+  }
+  {
+    std::ofstream(dir / "m.yaml") << "models:\n  - id: qwen3-8b\n    kv_lora_rank: 512\n";
+  }
+  try {
+    load_catalog({dir.string()});
+    FAIL("ignored an unknown model field");
+  } catch (const InputError& e) {
+    CHECK(e.value() == "kv_lora_rank");
+    CHECK(e.field() == (dir / "m.yaml").string() + ":3");
+  }
+  fs::remove_all(dir);
+}

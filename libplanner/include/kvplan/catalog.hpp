@@ -97,6 +97,8 @@ struct EngineSpec {
   std::string id, name, build_name, build_source, vendored_by;
   int build = 0;
   std::vector<GgmlType> ggml_types;
+  std::vector<std::string> modelled_archs;               // architectures sized exactly
+  std::map<std::string, std::string> unmodelled_archs;   // refused, with the reason
   std::vector<std::string> cache_types;          // what the engine accepts (-ctk/-ctv)
   std::vector<std::string> cache_types_offered;  // what the ranker tries when nothing is pinned
   std::map<std::string, std::string> quant_fallback;  // k-quant type -> type used when ne0 % 256 != 0
@@ -107,6 +109,7 @@ struct EngineSpec {
   std::vector<BuildRule> build_rules;
   std::int64_t margin_mib = 0;
   std::string margin_source;
+  double weights_rel_error = 0;  // upper bound of catalog weight estimates, as a fraction
 
   const GgmlType& type(const std::string& name, const std::string& field) const;
   const BackendSpec& backend(const std::string& id) const;

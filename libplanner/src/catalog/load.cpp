@@ -124,6 +124,16 @@ void require_positive(const Reader& r, const std::string& key, long long v) {
   if (v <= 0) throw InputError(r.location(key), std::to_string(v), "'" + r.id() + "' field '" + key + "' must be positive");
 }
 
+// A key the loader does not know is an error: a misspelt or unsupported field (say an MLA rank)
+// must not be silently ignored and sized with defaults.
+void require_known_keys(const Entry& e, const std::string& collection, const std::vector<std::string>& known) {
+  for (const auto& [key, value] : e.fields)
+    if (std::find(known.begin(), known.end(), key) == known.end())
+      throw InputError(where(value.second, value.first), key,
+                       collection + " entry '" + e.id + "' has an unknown field (kvplan does not model it)", known,
+                       closest_match(key, known));
+}
+
 ModelSpec read_model(const Reader& r) {
   ModelSpec m;
   m.id = r.id();
@@ -220,6 +230,8 @@ EngineSpec read_engine(const Reader& r) {
       e.ggml_types.push_back(t);
     }
   }
+  e.modelled_archs = r.get<std::vector<std::string>>("modelled_archs");
+  e.unmodelled_archs = r.get<std::map<std::string, std::string>>("unmodelled_archs", {});
   e.cache_types = r.get<std::vector<std::string>>("cache_types");
   e.cache_types_offered = r.get<std::vector<std::string>>("cache_types_offered", e.cache_types);
   for (const auto& t : e.cache_types_offered)
@@ -230,6 +242,7 @@ EngineSpec read_engine(const Reader& r) {
   e.default_ubatch = r.get<int>("default_ubatch");
   e.default_batch = r.get<int>("default_batch");
   e.margin_mib = r.get<long long>("margin_mib", 0);
+  e.weights_rel_error = r.get<double>("weights_rel_error", 0);
   e.margin_source = r.get<std::string>("margin_source", "");
   if (const auto* n = r.node("backends")) {
     for (const auto& b : *n) {
@@ -372,7 +385,17 @@ std::vector<T> read_all(const Sources& s, const std::string& collection, F read)
   std::vector<T> out;
   auto it = s.collections.find(collection);
   if (it == s.collections.end()) return out;
-  for (const auto& e : it->second) out.push_back(read(Reader(e, collection)));
+  static const std::map<std::string, std::vector<std::string>> known_keys = {
+      {"models", {"id", "name", "hf_id", "aliases", "arch", "family", "params", "layers", "embd", "heads", "kv_heads", "head_dim",
+                  "head_dim_v", "ff", "vocab", "tied_embeddings", "qkv_bias", "qk_norm", "post_norms", "attn_sinks", "ctx_native",
+                  "ctx_extended", "rope_scaling", "swa", "moe", "source", "note"}},
+      {"gpus", {"id", "name", "aliases", "vendor", "backend", "memory", "total_mib", "total_source", "working_set_mib",
+                "compute_capability", "arch", "bandwidth_gbs", "source", "note"}},
+      {"tasks", {"id", "name", "aliases", "ctx_target", "ctx_min", "metric", "strictness", "summary", "source", "note"}}};
+  for (const auto& e : it->second) {
+    if (auto k = known_keys.find(collection); k != known_keys.end()) require_known_keys(e, collection, k->second);
+    out.push_back(read(Reader(e, collection)));
+  }
   return out;
 }
 

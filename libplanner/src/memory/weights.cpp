@@ -34,7 +34,8 @@ bool rule_matches(const TensorTypeRule& r, const std::string& base_name, int il,
 // rows that do not divide into the type's block). Norms, biases, sinks and the MoE router stay f32.
 std::vector<WeightTensor> weight_tensors(const ModelSpec& m, const WeightFormat& format, const EngineSpec& engine) {
   std::vector<WeightTensor> out;
-  const bool fused_qkv = m.arch == "phi3";  // phi3 stores attn_qkv and a fused gate|up in ffn_up
+  // phi3 and chatglm store one attn_qkv and a fused gate|up in ffn_up (src/llama-model.cpp load_tensors)
+  const bool fused_qkv = m.arch == "phi3" || m.arch == "chatglm";
   auto type_for = [&](const std::string& base_name, int il, std::int64_t ne0) {
     // A tied model has no output tensor; llama-quantize then treats token_embd as the output.
     const std::string role = (base_name == "token_embd" && m.tied_embeddings) ? "output" : base_name;
@@ -134,9 +135,10 @@ WeightBytes weight_bytes(const ModelSpec& m, const WeightFormat& format, const E
     (t.on_host ? host_raw : dev_raw) += f.unpadded;
   }
   // An estimate: a given GGUF may use another mix (imatrix, a newer llama-quantize).
+  auto high = [&](Bytes b) { return static_cast<Bytes>(static_cast<double>(b) * (1 + engine.weights_rel_error)); };
   WeightBytes out;
-  out.device = Figure{dev, dev_raw, dev, Accuracy::estimate};
-  out.host = Figure{host, host_raw, host, Accuracy::estimate};
+  out.device = Figure{dev, dev_raw, high(dev), Accuracy::estimate};
+  out.host = Figure{host, host_raw, high(host), Accuracy::estimate};
   return out;
 }
 
