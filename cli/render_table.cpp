@@ -40,8 +40,8 @@ std::string header(const Plan& p) {
                      size_only ? " (GB means GiB here, as GPU vendors count; assumed a CUDA card)" : "");
   std::string budget = fmt::format("{} GiB", gib(dev.capacity));
   if (dev.reserve > 0) budget += fmt::format(" - reserve {}", gib(dev.reserve));
-  budget += fmt::format(" - runtime up to {} (driver context, BLAS workspace, memory pool) - margin {} = {} GiB for the plan",
-                        gib(dev.overhead.high), gib(dev.margin), gib(dev.budget()));
+  budget += fmt::format(" - margin {}; runtime overhead (driver context, BLAS workspace, memory pool) {} typical, up to {}",
+                        gib(dev.margin), gib(dev.overhead.bytes), gib(dev.overhead.high));
   out += "Budget   " + budget + "\n";
   out += fmt::format("Engine   {} {}, {} backend{}, {} build\n", p.resolved.engine, p.resolved.engine_build, p.resolved.backend,
                      p.resolved.backend_verified ? "" : " (kernel rules unverified)",
@@ -62,7 +62,7 @@ struct Column {
 std::string table(const Plan& p) {
   const std::vector<Column> cols = {{"#", false},       {"weights", true},  {"ctx", false},     {"K", true},       {"V", true},
                                     {"FA", true},       {"weights", false}, {"K cache", false}, {"V cache", false}, {"compute", false},
-                                    {"total", false},   {"headroom", false}, {"risk (est. loss)", true}, {"reason", true}};
+                                    {"overhead", false}, {"total", false},  {"headroom", false}, {"risk (est. loss)", true}, {"reason", true}};
   std::vector<std::vector<std::string>> rows;
   for (size_t i = 0; i < p.options.size(); ++i) {
     const Option& o = p.options[i];
@@ -71,7 +71,8 @@ std::string table(const Plan& p) {
                                                          : fmt::format("{}={}x{}", o.ctx_size, o.ctx_size / o.ctx_per_slot, o.ctx_per_slot);
     rows.push_back({std::to_string(i + 1), o.weights, ctx, o.cache_type_k, o.cache_type_v, o.flash_attn ? "on" : "off",
                     gib(o.sum("weights")), gib(o.sum("k_cache") + o.sum("swa_k_cache")), gib(o.sum("v_cache") + o.sum("swa_v_cache")),
-                    gib(o.sum("compute")), gib(o.usage(dev).total), gib(o.usage(dev).headroom), loss_text(o.quality), o.reason});
+                    gib(o.sum("compute")), gib(p.pools.front().overhead.bytes), gib(o.usage(dev).total),
+                    gib(o.usage(dev).headroom), loss_text(o.quality), o.reason});
   }
   std::vector<size_t> width(cols.size());
   for (size_t c = 0; c < cols.size(); ++c) {
@@ -101,8 +102,8 @@ std::string table(const Plan& p) {
 std::string render_plan(const Plan& p) {
   std::string out = header(p) + "\n";
   out += table(p);
-  out += "\nSizes in GiB (2^30 bytes). KV cache is exact for this engine build; weights, compute and overhead are estimates, and\n"
-         "headroom subtracts their upper bounds. `--json` has the bytes, `kvplan explain` one option in full.\n";
+  out += "\nSizes in GiB (2^30 bytes). KV cache is exact for this engine build; weights, compute and overhead are estimates:\n"
+         "headroom = device - margin - every figure at its upper bound. `--json` has the bytes, `kvplan explain` one option in full.\n";
   if (const Option* rec = p.recommended()) {
     out += fmt::format("\nRecommended  #1: {} weights, {} tokens, K={} V={}, {}\n", rec->weights, rec->ctx_size, rec->cache_type_k,
                        rec->cache_type_v, loss_text(rec->quality));
@@ -135,9 +136,11 @@ std::string render_explain(const Plan& p, int rank) {
   for (const auto& pool : p.pools) {
     const PoolUsage& u = o.usage(pool.id);
     if (pool.bounded())
-      out += fmt::format("pool {}: {} of {} GiB budget (capacity {} - reserve {} - overhead {} - margin {}), headroom {} GiB\n", pool.id,
-                         gib(u.total_high), gib(pool.budget()), gib(pool.capacity), gib(pool.reserve), gib(pool.overhead.high),
-                         gib(pool.margin), gib(u.headroom));
+      out += fmt::format("pool {}: {} GiB typical, {} GiB at upper bounds (runtime overhead {} .. {}), of {} GiB (capacity {} - reserve {} "
+                         "- margin {}): headroom {} GiB\n",
+                         pool.id, gib(u.total), gib(u.total_high), gib(pool.overhead.bytes), gib(pool.overhead.high),
+                         gib(pool.capacity - pool.reserve - pool.margin), gib(pool.capacity), gib(pool.reserve), gib(pool.margin),
+                         gib(u.headroom));
     else
       out += fmt::format("pool {}: {} GiB (host RAM, not bounded by this plan)\n", pool.id, gib(u.total_high));
   }

@@ -83,7 +83,9 @@ json option_json(const Plan& p, const Option& o, int rank) {
   j["fits"] = o.fits();
   j["memory"] = memory_json(o, p.pools.front());
   json pools = json::array();
-  for (const auto& u : o.pools) pools.push_back({{"pool", u.pool}, {"total_bytes", u.total}, {"total_high_bytes", u.total_high}, {"headroom_bytes", u.headroom}});
+  for (const auto& u : o.pools)
+    pools.push_back({{"pool", u.pool}, {"allocations_bytes", u.allocations}, {"allocations_high_bytes", u.allocations_high},
+                     {"total_bytes", u.total}, {"total_high_bytes", u.total_high}, {"headroom_bytes", u.headroom}});
   j["pools"] = pools;
   json allocs = json::array();
   for (const auto& a : o.allocations) {

@@ -232,8 +232,10 @@ Option account(const Setup& s, const Candidate& c, int ctx) {
     PoolUsage u;
     u.pool = pool.id;
     for (const auto& a : o.allocations)
-      if (a.pool == pool.id) u.total += a.figure.bytes, u.total_high += a.figure.high;
-    u.headroom = pool.bounded() ? pool.budget() - u.total_high : 0;
+      if (a.pool == pool.id) u.allocations += a.figure.bytes, u.allocations_high += a.figure.high;
+    u.total = u.allocations + pool.overhead.bytes;
+    u.total_high = u.allocations_high + pool.overhead.high;
+    u.headroom = pool.bounded() ? pool.capacity - pool.reserve - pool.margin - u.total_high : 0;
     o.pools.push_back(u);
   }
   return o;

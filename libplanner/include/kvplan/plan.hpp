@@ -77,9 +77,11 @@ struct Allocation {
 
 struct PoolUsage {
   std::string pool;
-  Bytes total = 0;      // typical bytes of the plan's allocations in this pool (overhead and margin are the pool's)
-  Bytes total_high = 0; // the same with each estimate's upper bound: what the fit check uses
-  Bytes headroom = 0;   // budget − allocations at their upper bound (negative: does not fit)
+  Bytes allocations = 0;       // typical bytes of the plan's allocations in this pool
+  Bytes allocations_high = 0;  // the same with each estimate's upper bound
+  Bytes total = 0;             // allocations + runtime overhead, typical: what the device will hold
+  Bytes total_high = 0;        // allocations + overhead at their upper bounds: what the fit check uses
+  Bytes headroom = 0;          // capacity − reserve − margin − total_high (negative: does not fit; 0 if unbounded)
 };
 
 enum class Risk { free, mild, noticeable, avoid };
@@ -148,7 +150,7 @@ struct Plan {
 Plan plan(const Catalog& catalog, const Request& request);
 
 // The whole plan as the JSON contract of schema/plan.schema.json.
-inline constexpr int kSchemaVersion = 1;
+inline constexpr int kSchemaVersion = 2;  // 2: options[].pools[] gained allocations_bytes, allocations_high_bytes; total includes overhead
 std::string to_json(const Plan& plan, int indent = 2);
 
 }  // namespace kvplan
