@@ -28,29 +28,11 @@ std::vector<std::string> split_paths(const char* env) {
   return out;
 }
 
-// --model may be a pasted GGUF name such as Qwen2.5-Coder-32B-Instruct-Q4_K_M.gguf: split it into
-// the catalog model and the weight format when no such file exists.
-void resolve_model_argument(const kvplan::Catalog& catalog, kvplan::Request& req) {
-  std::string m = req.model;
+// --model naming an existing file: GGUF and config.json input arrive with a later release.
+void refuse_model_files(const std::string& model) {
   std::error_code ec;
-  if (std::filesystem::exists(m, ec))
-    throw InputError("--model", m, "reading GGUF files and config.json is not supported yet; give a catalog name (see `kvplan models`)");
-  const std::string ext = ".gguf";
-  if (m.size() > ext.size() && m.compare(m.size() - ext.size(), ext.size(), ext) == 0) {
-    const std::string stem = m.substr(0, m.size() - ext.size());
-    for (const auto& f : catalog.weight_formats) {
-      const std::string suffix = "-" + f.id;
-      if (stem.size() > suffix.size() && stem.compare(stem.size() - suffix.size(), suffix.size(), suffix) == 0) {
-        const std::string name = stem.substr(0, stem.size() - suffix.size());
-        if (req.weights && *req.weights != f.id)
-          throw InputError("--weights", *req.weights, "disagrees with the file name '" + m + "' (" + f.id + ")");
-        req.model = name;
-        req.weights = f.id;
-        return;
-      }
-    }
-    req.model = stem;
-  }
+  if (!model.empty() && std::filesystem::exists(model, ec))
+    throw InputError("--model", model, "reading GGUF files and config.json is not supported yet; give a catalog name (see `kvplan models`)");
 }
 
 int run(int argc, char** argv) {
@@ -130,14 +112,18 @@ int run(int argc, char** argv) {
     if (opt->count() > 0)
       throw InputError("--" + opt->get_lnames().front(), "", "is a llama.cpp flag whose memory effect kvplan does not model yet");
   if (tensor_split) throw InputError("--tensor-split", *tensor_split, "multi-GPU placement is not modelled yet");
-  if (!ngl.empty() && ngl != "99" && ngl != "all" && ngl != "-1" && ngl != "auto") {
-    int n = 0;
-    try {
-      n = std::stoi(ngl);
-    } catch (const std::exception&) {
-      throw InputError("--n-gpu-layers", ngl, "not a layer count", {"99", "all", "-1"});
+  if (!ngl.empty()) {
+    if (ngl == "all" || ngl == "auto") {
+      req.n_gpu_layers = -1;
+    } else {
+      try {
+        size_t used = 0;
+        req.n_gpu_layers = std::stoi(ngl, &used);
+        if (used != ngl.size()) throw std::invalid_argument(ngl);
+      } catch (const std::exception&) {
+        throw InputError("--n-gpu-layers", ngl, "not a layer count", {"99", "all", "-1"});
+      }
     }
-    (void)n;  // compared against the model below
   }
 
   std::vector<std::string> dirs = split_paths(std::getenv("KVPLAN_DATA"));
@@ -172,26 +158,10 @@ int run(int argc, char** argv) {
   req.top = top;
   if (!reserve.empty()) req.reserve = kvplan::parse_size(reserve, "--reserve");
   if (!free_mem.empty()) req.free = kvplan::parse_size(free_mem, "--free");
-  if (!req.model.empty()) resolve_model_argument(catalog, req);
-
-  if (!req.model.empty()) {
-    const kvplan::ModelSpec& m = catalog.model(req.model);
-    if (!ngl.empty() && ngl != "99" && ngl != "all" && ngl != "-1" && ngl != "auto" && std::stoi(ngl) <= m.layers)
-      throw InputError("--n-gpu-layers", ngl,
-                       "partial offload is not modelled yet; kvplan plans full offload (" + std::to_string(m.layers + 1) + " or more)");
-    if (!rope_type.empty() || rope_scale || yarn_orig) {
-      if (!m.rope_scaling) throw InputError("--rope-scaling", rope_type, m.name + " has no documented rope scaling in the catalog");
-      if (!rope_type.empty() && rope_type != m.rope_scaling->type)
-        throw InputError("--rope-scaling", rope_type, "does not match " + m.name + "'s documented scaling", {m.rope_scaling->type});
-      if (rope_scale && *rope_scale != m.rope_scaling->factor)
-        throw InputError("--rope-scale", std::to_string(*rope_scale), "does not match " + m.name + "'s documented factor",
-                         {std::to_string(m.rope_scaling->factor)});
-      if (yarn_orig && *yarn_orig != m.rope_scaling->orig_ctx)
-        throw InputError("--yarn-orig-ctx", std::to_string(*yarn_orig), "does not match " + m.name + "'s original context",
-                         {std::to_string(m.rope_scaling->orig_ctx)});
-      req.rope_scaling = true;
-    }
-  }
+  if (!rope_type.empty()) req.rope_scaling = rope_type;
+  req.rope_scale = rope_scale;
+  req.yarn_orig_ctx = yarn_orig;
+  refuse_model_files(req.model);
 
   const kvplan::Plan plan = kvplan::plan(catalog, req);
   if (json) std::cout << kvplan::to_json(plan);

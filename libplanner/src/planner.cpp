@@ -103,14 +103,54 @@ std::vector<Pool> make_pools(const Setup& s, const Request& r, Bytes total, cons
   return pools;
 }
 
-Setup resolve(const Catalog& c, const Request& r) {
+// A pasted GGUF name ("Qwen2.5-Coder-32B-Instruct-Q4_K_M.gguf") names the model and the weight format.
+void split_gguf_name(const Catalog& c, Request& r) {
+  const std::string ext = ".gguf";
+  const std::string& m = r.model;
+  if (m.size() <= ext.size() || m.compare(m.size() - ext.size(), ext.size(), ext) != 0) return;
+  const std::string stem = m.substr(0, m.size() - ext.size());
+  for (const auto& f : c.weight_formats) {
+    const std::string suffix = "-" + f.id;
+    if (stem.size() > suffix.size() && stem.compare(stem.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      if (r.weights && *r.weights != f.id)
+        throw InputError("--weights", *r.weights, "disagrees with the file name '" + m + "' (" + f.id + ")");
+      r.model = stem.substr(0, stem.size() - suffix.size());
+      r.weights = f.id;
+      return;
+    }
+  }
+  r.model = stem;
+}
+
+// -ngl and the rope flags must describe what kvplan models: full offload, the model's documented scaling.
+void check_model_flags(const ModelSpec& m, const Request& r) {
+  if (r.n_gpu_layers && *r.n_gpu_layers >= 0 && *r.n_gpu_layers <= m.layers)
+    throw InputError("--n-gpu-layers", std::to_string(*r.n_gpu_layers),
+                     fmt::format("partial offload is not modelled yet; kvplan plans full offload ({} or more)", m.layers + 1));
+  if (!r.rope_scaling && !r.rope_scale && !r.yarn_orig_ctx) return;
+  const std::string given = r.rope_scaling.value_or("");
+  if (!m.rope_scaling) throw InputError("--rope-scaling", given, m.name + " has no documented rope scaling in the catalog");
+  if (r.rope_scaling && *r.rope_scaling != m.rope_scaling->type)
+    throw InputError("--rope-scaling", given, "does not match " + m.name + "'s documented scaling", {m.rope_scaling->type});
+  if (r.rope_scale && *r.rope_scale != m.rope_scaling->factor)
+    throw InputError("--rope-scale", fmt::format("{:g}", *r.rope_scale), "does not match " + m.name + "'s documented factor",
+                     {fmt::format("{:g}", m.rope_scaling->factor)});
+  if (r.yarn_orig_ctx && *r.yarn_orig_ctx != m.rope_scaling->orig_ctx)
+    throw InputError("--yarn-orig-ctx", std::to_string(*r.yarn_orig_ctx), "does not match " + m.name + "'s original context",
+                     {std::to_string(m.rope_scaling->orig_ctx)});
+}
+
+Setup resolve(const Catalog& c, const Request& request) {
   Setup s;
   s.catalog = &c;
-  s.request = r;
+  s.request = request;
+  split_gguf_name(c, s.request);
+  const Request& r = s.request;
   if (r.model.empty()) throw InputError("--model", "", "is required (a catalog name such as qwen2.5-coder-32b)");
   if (r.gpu.empty()) throw InputError("--gpu", "", "is required (a GPU name such as rtx4090, or a size such as 24GB)");
   s.engine = &c.engine(r.engine);
-  s.model = &c.model(r.model);
+  s.model = &c.model(s.request.model);
+  check_model_flags(*s.model, r);
   const auto& archs = s.engine->modelled_archs;
   if (std::find(archs.begin(), archs.end(), s.model->arch) == archs.end()) {
     const auto why = s.engine->unmodelled_archs.find(s.model->arch);
@@ -174,7 +214,8 @@ Setup resolve(const Catalog& c, const Request& r) {
   // Context beyond the native window only when the task wants it or the rope flags were given.
   const ModelSpec& m = *s.model;
   const int slots = r.kv_unified ? 1 : std::max(1, r.n_parallel);
-  const bool wants_extension = r.rope_scaling || (r.ctx_size && *r.ctx_size > m.ctx_native * slots) ||
+  const bool rope_flags = r.rope_scaling || r.rope_scale || r.yarn_orig_ctx;
+  const bool wants_extension = rope_flags || (r.ctx_size && *r.ctx_size > m.ctx_native * slots) ||
                                (!r.ctx_size && s.task->ctx_target > m.ctx_native);
   s.ctx_allowed = wants_extension && m.ctx_extended > 0 ? m.ctx_extended : m.ctx_native;
   if (r.ctx_size) {
@@ -185,8 +226,6 @@ Setup resolve(const Catalog& c, const Request& r) {
                        fmt::format("is beyond {}'s maximum of {} tokens{}", m.name, m.max_ctx(),
                                    m.ctx_extended ? " (with rope scaling)" : ""));
   }
-  if (r.rope_scaling && m.ctx_extended == 0)
-    throw InputError("--rope-scaling", "", m.name + " has no documented rope-scaled context in the catalog");
   return s;
 }
 
@@ -397,10 +436,10 @@ std::vector<std::string> explain(const Setup& s, const Option& best, const std::
 Plan plan(const Catalog& catalog, const Request& request) {
   const Setup s = resolve(catalog, request);
   const ModelSpec& m = *s.model;
-  const Request& r = request;
+  const Request& r = s.request;  // with a pasted GGUF name split into model and weights
 
   Plan out;
-  out.request = r;
+  out.request = request;  // what was asked, as given
   out.resolved = s.resolved;
   out.model = s.model;
   out.task = s.task;

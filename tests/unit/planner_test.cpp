@@ -66,7 +66,7 @@ TEST_CASE("pinned types on a roomy device stop at the native window and say so")
   bool said = false;
   for (const auto& w : p.options.front().warnings) said |= w.find("--rope-scaling") != std::string::npos;
   CHECK(said);
-  r.rope_scaling = true;
+  r.rope_scaling = "yarn";
   CHECK(plan(kvtest::catalog(), r).options.front().ctx_size == 131072);
 }
 

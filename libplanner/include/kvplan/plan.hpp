@@ -17,7 +17,8 @@ namespace kvplan {
 
 // What was asked. Unset optionals are for the planner to choose.
 struct Request {
-  std::string model;                 // catalog name/alias/HF id (required)
+  std::string model;                 // catalog name/alias/HF id, or a GGUF file name such as
+                                     // "Qwen2.5-Coder-32B-Instruct-Q4_K_M.gguf" (model + weights) (required)
   std::string gpu;                   // catalog GPU name or a size such as "24GB" (required)
   std::string task = "general";      // data/tasks.yaml id
   std::string engine = "llama.cpp";
@@ -33,7 +34,10 @@ struct Request {
   std::optional<int> n_batch;        // -b  (engine default 2048)
   bool swa_full = false;             // --swa-full
   bool allow_slow = false;           // offer pairs that run off the fast path
-  bool rope_scaling = false;         // the user passed the model's rope-scaling flags
+  std::optional<int> n_gpu_layers;   // -ngl; only full offload is modelled (-1 or >= layers + 1)
+  std::optional<std::string> rope_scaling;  // --rope-scaling: enables the model's documented extension
+  std::optional<double> rope_scale;         // --rope-scale: must match the model's factor
+  std::optional<int> yarn_orig_ctx;         // --yarn-orig-ctx: must match the model's original context
   std::optional<Bytes> reserve;      // memory kept for the display / other processes
   std::optional<Bytes> free;         // what is actually free on the GPU (replaces total − reserve)
   std::optional<Bytes> host_ram;     // host pool size (default: unbounded, reported only)
