@@ -1,5 +1,6 @@
 // Catalog listings: `kvplan models`, `kvplan gpus`.
 #include <algorithm>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -16,6 +17,46 @@ std::string render_models(const Catalog& c) {
     out += fmt::format("{:<36} {:<10} {:>7.2f}B {:>6} {:>4} {:>5} {:>8} {:>8}  {}\n", m.id, m.arch, static_cast<double>(m.params) / 1e9,
                        m.layers, m.kv_heads, m.head_dim_k, m.ctx_native, m.ctx_extended ? std::to_string(m.ctx_extended) : "-", aliases);
   }
+  return out;
+}
+
+std::string render_inspect(const ModelSpec& m) {
+  std::string out = fmt::format("Model      {} ({})\n", m.name, m.arch);
+  for (const auto& f : m.file_paths) out += fmt::format("File       {}\n", f);
+  if (!m.file_format.empty()) out += fmt::format("Format     {}\n", m.file_format);
+  out += fmt::format("Shape      {} layers, n_embd {}, {} heads, {} KV heads x {} (K) / {} (V) head size, vocab {}\n", m.layers, m.embd,
+                     m.heads, m.kv_heads, m.head_dim_k, m.head_dim_v, m.vocab);
+  out += fmt::format("Params     {} ({:.2f}B)\n", m.params, static_cast<double>(m.params) / 1e9);
+  out += fmt::format("Context    {} tokens{}\n", m.ctx_native, m.ctx_extended ? fmt::format(", {} with rope scaling", m.ctx_extended) : "");
+  int sliding = 0, recurrent = 0, none = 0;
+  for (int il = 0; il < m.layers; ++il) {
+    if (m.is_recurrent(il)) ++recurrent;
+    else if ((m.shared_kv_from > 0 && il >= m.shared_kv_from) || m.kv_heads_at(il) == 0) ++none;
+    else if (m.is_sliding(il) && !m.mla) ++sliding;
+  }
+  out += fmt::format("Layers     {} full attention, {} sliding-window{}, {} recurrent, {} without a cache\n",
+                     m.layers - sliding - recurrent - none, sliding, m.swa ? fmt::format(" ({} tokens)", m.swa->window) : "", recurrent,
+                     none);
+  if (m.mla)
+    out += fmt::format("MLA        kv_lora_rank {}, rope {}{}\n", m.mla->kv_lora_rank, m.mla->rope_dim,
+                       m.mla->legacy ? " (legacy GGUF without MLA metadata: full K and V are cached)" : "");
+  if (m.recurrent)
+    out += fmt::format("Recurrent  {}: d_conv {}, d_inner {}, d_state {}, n_group {}, head_size {}\n", m.recurrent->kind, m.recurrent->d_conv,
+                       m.recurrent->d_inner, m.recurrent->d_state, m.recurrent->n_group, m.recurrent->head_size);
+  if (m.moe) out += fmt::format("MoE        {} experts, {} used\n", m.moe->experts, m.moe->experts_used);
+  if (!m.file_tensors.empty()) {
+    std::map<std::string, std::pair<int, std::int64_t>> by_type;
+    for (const auto& t : m.file_tensors) {
+      auto& e = by_type[t.type];
+      ++e.first;
+      e.second += t.ne0 * t.nrows;
+    }
+    out += fmt::format("Tensors    {}", m.file_tensors.size());
+    for (const auto& [type, e] : by_type) out += fmt::format("; {} {} ({} elements)", e.first, type, e.second);
+    out += "\n";
+  }
+  for (const auto& f : m.fields_used) out += "Used       " + f + "\n";
+  for (const auto& f : m.fields_assumed) out += "Assumed    " + f + "\n";
   return out;
 }
 

@@ -28,13 +28,6 @@ std::vector<std::string> split_paths(const char* env) {
   return out;
 }
 
-// --model naming an existing file: GGUF and config.json input arrive with a later release.
-void refuse_model_files(const std::string& model) {
-  std::error_code ec;
-  if (!model.empty() && std::filesystem::exists(model, ec))
-    throw InputError("--model", model, "reading GGUF files and config.json is not supported yet; give a catalog name (see `kvplan models`)");
-}
-
 int run(int argc, char** argv) {
   std::vector<std::string> raw(argv + 1, argv + argc);
   const std::vector<std::string> args = kvplan::cli::rewrite_llama_flags(raw);
@@ -74,6 +67,8 @@ int run(int argc, char** argv) {
   app.add_option("--rope-scale", rope_scale, "rope scale factor (must match the model's)");
   app.add_option("--yarn-orig-ctx", yarn_orig, "YaRN original context (must match the model's)");
   app.add_option("--engine", engine, "inference engine (llama.cpp)");
+  std::optional<std::string> backend;
+  app.add_option("--backend", backend, "override the GPU's backend: cuda, metal, rocm, vulkan, sycl, cpu");
   app.add_option("--build", build, "default | fa-all-quants (CUDA built with GGML_CUDA_FA_ALL_QUANTS)");
   app.add_flag("--allow-slow", allow_slow, "also offer K/V pairs that run off the fast path");
   app.add_option("--reserve", reserve, "memory kept for the display and other processes, e.g. 1GB");
@@ -92,6 +87,9 @@ int run(int argc, char** argv) {
 
   auto* models_cmd = app.add_subcommand("models", "list the catalog's models");
   auto* gpus_cmd = app.add_subcommand("gpus", "list the catalog's GPUs");
+  auto* inspect_cmd = app.add_subcommand("inspect", "print what kvplan reads from a GGUF file, config.json or model folder");
+  std::string inspect_path;
+  inspect_cmd->add_option("file", inspect_path, "GGUF file, config.json or folder")->required();
   auto* explain_cmd = app.add_subcommand("explain", "one option's breakdown, risk and evidence in full");
   int explain_rank = 1;
   explain_cmd->add_option("--rank", explain_rank, "which ranked option (default 1, the recommendation)");
@@ -138,6 +136,11 @@ int run(int argc, char** argv) {
     std::cout << kvplan::cli::render_gpus(catalog);
     return 0;
   }
+  if (inspect_cmd->parsed()) {
+    const auto spec = kvplan::load_model_file(inspect_path, catalog, engine);
+    std::cout << (json ? kvplan::model_to_json(*spec) : kvplan::cli::render_inspect(*spec));
+    return 0;
+  }
 
   req.gpu = gpu;
   req.model = model;
@@ -161,7 +164,9 @@ int run(int argc, char** argv) {
   if (!rope_type.empty()) req.rope_scaling = rope_type;
   req.rope_scale = rope_scale;
   req.yarn_orig_ctx = yarn_orig;
-  refuse_model_files(req.model);
+  req.backend = backend;
+  std::error_code ec;
+  if (!req.model.empty() && std::filesystem::exists(req.model, ec)) req.model_spec = kvplan::load_model_file(req.model, catalog, engine);
 
   const kvplan::Plan plan = kvplan::plan(catalog, req);
   if (json) std::cout << kvplan::to_json(plan);

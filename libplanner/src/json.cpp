@@ -70,6 +70,50 @@ json memory_json(const Option& o, const Pool& pool) {
   return m;
 }
 
+json model_json(const ModelSpec& m) {
+  json layers = {{"full", 0}, {"sliding", 0}, {"recurrent", 0}, {"none", 0}};
+  for (int il = 0; il < m.layers; ++il) {
+    if (m.is_recurrent(il)) layers["recurrent"] = layers["recurrent"].get<int>() + 1;
+    else if ((m.shared_kv_from > 0 && il >= m.shared_kv_from) || m.kv_heads_at(il) == 0) layers["none"] = layers["none"].get<int>() + 1;
+    else if (m.is_sliding(il) && !m.mla) layers["sliding"] = layers["sliding"].get<int>() + 1;
+    else layers["full"] = layers["full"].get<int>() + 1;
+  }
+  json j = {{"id", m.id},
+            {"name", m.name},
+            {"hf_id", m.hf_id},
+            {"arch", m.arch},
+            {"source", m.file_paths.empty() ? "catalog" : (m.file_tensors.empty() ? "config.json" : "gguf")},
+            {"params", m.params},
+            {"layers", m.layers},
+            {"layer_kinds", layers},
+            {"n_embd", m.embd},
+            {"n_head", m.heads},
+            {"n_head_kv", m.kv_heads},
+            {"head_dim_k", m.head_dim_k},
+            {"head_dim_v", m.head_dim_v},
+            {"n_vocab", m.vocab},
+            {"ctx_native_tokens", m.ctx_native},
+            {"ctx_extended_tokens", m.ctx_extended},
+            {"sliding_window", m.swa ? json{{"window_tokens", m.swa->window}, {"pattern", m.swa->pattern}, {"chunked", m.swa->chunked}}
+                                     : json(nullptr)},
+            {"mla", m.mla ? json{{"kv_lora_rank", m.mla->kv_lora_rank}, {"rope_dim", m.mla->rope_dim}, {"legacy", m.mla->legacy}}
+                          : json(nullptr)},
+            {"recurrent", m.recurrent ? json{{"kind", m.recurrent->kind},
+                                             {"d_conv", m.recurrent->d_conv},
+                                             {"d_inner", m.recurrent->d_inner},
+                                             {"d_state", m.recurrent->d_state},
+                                             {"n_group", m.recurrent->n_group},
+                                             {"head_size", m.recurrent->head_size}}
+                                      : json(nullptr)},
+            {"moe", m.moe ? json{{"experts", m.moe->experts}, {"experts_used", m.moe->experts_used}} : json(nullptr)},
+            {"file_format", m.file_format.empty() ? json(nullptr) : json(m.file_format)},
+            {"files", m.file_paths},
+            {"tensors", static_cast<std::int64_t>(m.file_tensors.size())},
+            {"fields_used", m.fields_used},
+            {"fields_assumed", m.fields_assumed}};
+  return j;
+}
+
 json option_json(const Plan& p, const Option& o, int rank) {
   json j;
   j["rank"] = rank;
@@ -106,6 +150,8 @@ json option_json(const Plan& p, const Option& o, int rank) {
 
 }  // namespace
 
+std::string model_to_json(const ModelSpec& m, int indent) { return model_json(m).dump(indent) + "\n"; }
+
 std::string to_json(const Plan& p, int indent) {
   json j;
   j["schema_version"] = kSchemaVersion;
@@ -134,6 +180,7 @@ std::string to_json(const Plan& p, int indent) {
                   {"free_bytes", optional_json(r.free)},
                   {"top", r.top}};
   const Resolved& s = p.resolved;
+  j["request"]["backend"] = optional_json(r.backend);
   j["resolved"] = {{"engine", s.engine},
                    {"engine_build", s.engine_build},
                    {"backend", s.backend},
@@ -146,21 +193,7 @@ std::string to_json(const Plan& p, int indent) {
                    {"swa_full", s.swa_full},
                    {"mode", p.mode}};
   const ModelSpec& m = *p.model;
-  j["model"] = {{"id", m.id},
-                {"name", m.name},
-                {"hf_id", m.hf_id},
-                {"arch", m.arch},
-                {"params", m.params},
-                {"layers", m.layers},
-                {"n_embd", m.embd},
-                {"n_head", m.heads},
-                {"n_head_kv", m.kv_heads},
-                {"head_dim_k", m.head_dim_k},
-                {"head_dim_v", m.head_dim_v},
-                {"n_vocab", m.vocab},
-                {"ctx_native_tokens", m.ctx_native},
-                {"ctx_extended_tokens", m.ctx_extended},
-                {"sliding_window", m.swa ? json{{"window_tokens", m.swa->window}, {"pattern", m.swa->pattern}} : json(nullptr)}};
+  j["model"] = model_json(m);
   j["task"] = {{"id", p.task->id}, {"name", p.task->name}, {"ctx_target_tokens", p.task->ctx_target}, {"ctx_min_tokens", p.task->ctx_min}};
   json pools = json::array();
   const Option* rec = p.recommended();

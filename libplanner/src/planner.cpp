@@ -59,6 +59,7 @@ struct Setup {
   std::string device_pool, host_pool;
   int ctx_allowed = 0;     // the longest context the plan may use (native, or rope-scaled)
   bool rotation_rule = false;
+  WeightFormat file_format;  // a GGUF's own format when it is not in the catalog (quality unknown)
 };
 
 struct Candidate {  // one (weights, K, V, flash attention) combination the engine accepts
@@ -78,8 +79,11 @@ bool is_size(const std::string& s) {
 std::vector<Pool> make_pools(const Setup& s, const Request& r, Bytes total, const std::string& device_name) {
   std::vector<Pool> pools;
   Pool dev;
-  dev.id = s.gpu && s.gpu->unified() ? "unified" : "gpu0";
-  dev.kind = s.gpu && s.gpu->unified() ? "unified" : "gpu";
+  // One pool when the device shares memory with the host: unified memory, or the CPU backend itself.
+  const bool cpu = s.backend->id == "cpu";
+  const bool shared = cpu || (s.gpu && s.gpu->unified());
+  dev.id = cpu ? "cpu" : shared ? "unified" : "gpu0";
+  dev.kind = cpu ? "cpu" : shared ? "unified" : "gpu";
   dev.device = device_name;
   dev.backend = s.backend->id;
   dev.capacity = r.free ? *r.free : total;
@@ -91,7 +95,7 @@ std::vector<Pool> make_pools(const Setup& s, const Request& r, Bytes total, cons
                      fmt::format("leaves nothing for the plan on {} ({} after runtime overhead and margin)", device_name,
                                  format_size(dev.budget())));
   pools.push_back(dev);
-  if (dev.kind != "unified") {
+  if (!shared) {
     Pool host;
     host.id = "host";
     host.kind = "host";
@@ -149,10 +153,21 @@ Setup resolve(const Catalog& c, const Request& request) {
   if (r.model.empty()) throw InputError("--model", "", "is required (a catalog name such as qwen2.5-coder-32b)");
   if (r.gpu.empty()) throw InputError("--gpu", "", "is required (a GPU name such as rtx4090, or a size such as 24GB)");
   s.engine = &c.engine(r.engine);
-  s.model = &c.model(s.request.model);
+  s.model = r.model_spec ? r.model_spec.get() : &c.model(s.request.model);
+  s.file_format.id = s.model->file_format;
+  s.file_format.quality_source = "";
+  s.file_format.rel_loss_estimate = true;  // not a catalog format: no measured loss
+  if (r.model_spec && r.weights && !r.model_spec->file_format.empty() && *r.weights != r.model_spec->file_format &&
+      !r.model_spec->file_tensors.empty())
+    throw InputError("--weights", *r.weights, "disagrees with the file, which is " + r.model_spec->file_format);
   check_model_flags(*s.model, r);
-  const auto& archs = s.engine->modelled_archs;
-  if (std::find(archs.begin(), archs.end(), s.model->arch) == archs.end()) {
+  if (const auto* rule = s.engine->arch(s.model->arch); rule && ((rule->mla && !s.model->mla) || (!rule->recurrent.empty() && !s.model->recurrent)))
+    throw InputError("--model", r.model,
+                     fmt::format("architecture '{}' needs its {} fields, which this model entry lacks; kvplan refuses rather than guess",
+                                 s.model->arch, rule->mla ? "MLA (mla: kv_lora_rank, rope_dim)" : "recurrent-state (recurrent: …)"));
+  if (!s.engine->arch(s.model->arch)) {
+    std::vector<std::string> archs;
+    for (const auto& [name, rule] : s.engine->archs) archs.push_back(name);
     const auto why = s.engine->unmodelled_archs.find(s.model->arch);
     throw InputError("--model", r.model,
                      fmt::format("architecture '{}' is not modelled yet ({}); kvplan refuses rather than guess with the plain "
@@ -183,12 +198,12 @@ Setup resolve(const Catalog& c, const Request& request) {
   std::string device_name;
   if (is_size(r.gpu)) {
     total = parse_size(r.gpu, "--gpu");
-    s.backend = &s.engine->backend("cuda");
-    device_name = fmt::format("{} GPU ({} GiB, assumed CUDA)", r.gpu, format_gib(total));
+    s.backend = &s.engine->backend(r.backend.value_or("cuda"));
+    device_name = fmt::format("{} GPU ({} GiB, {})", r.gpu, format_gib(total), r.backend ? *r.backend : "assumed CUDA");
     s.resolved.gpu_size_only = true;
   } else {
     s.gpu = &c.gpu(r.gpu);
-    s.backend = &s.engine->backend(s.gpu->backend);
+    s.backend = &s.engine->backend(r.backend.value_or(s.gpu->backend));
     total = s.gpu->unified() && s.gpu->working_set_mib > 0 ? s.gpu->working_set_mib * kMiB : s.gpu->total_mib * kMiB;
     device_name = s.gpu->name;
   }
@@ -242,8 +257,8 @@ Option account(const Setup& s, const Candidate& c, int ctx) {
   const GgmlType& tv = e.type(c.v, "--cache-type-v");
   const ContextShape shape =
       context_shape(m, e, ctx, r.n_parallel, r.kv_unified, s.resolved.n_ubatch, s.resolved.n_batch, r.swa_full, c.flash_attn);
-  const KvCacheBytes kv = kv_cache_bytes(m, shape, tk, tv, c.flash_attn, *s.backend);
-  const ComputeBytes compute = compute_bytes(m, shape, tk, tv, c.flash_attn, *s.backend);
+  const KvCacheBytes kv = kv_cache_bytes(m, e, shape, tk, tv, c.flash_attn, *s.backend);
+  const ComputeBytes compute = compute_bytes(m, e, shape, tk, tv, c.flash_attn, *s.backend);
 
   Option o;
   o.weights = c.weights->id;
@@ -264,6 +279,7 @@ Option account(const Setup& s, const Candidate& c, int ctx) {
   put("v_cache", s.device_pool, kv.v);
   put("swa_k_cache", s.device_pool, kv.swa_k);
   put("swa_v_cache", s.device_pool, kv.swa_v);
+  put("state", s.device_pool, kv.state);
   put("compute", s.device_pool, compute.device);
   put("compute_host", s.host_pool, compute.host);
   put("output", s.host_pool, output_bytes(m, shape));
@@ -449,9 +465,14 @@ Plan plan(const Catalog& catalog, const Request& request) {
 
   // ---- enumerate what the engine accepts ----
   std::vector<const WeightFormat*> formats;
-  if (r.weights) {
+  if (!m.file_tensors.empty()) {
+    // A GGUF file: its own tensors, in its own format.
+    const WeightFormat* known = catalog.find_weight_format(m.file_format);
+    formats.push_back(known ? known : &s.file_format);
+  } else if (r.weights) {
     const WeightFormat& f = catalog.weight_format(*r.weights);
-    if (f.base_type.empty()) throw InputError("--weights", *r.weights, "has no per-tensor recipe in data/weights");
+    const bool by_params = m.mla || m.recurrent;
+    if (!by_params && f.base_type.empty()) throw InputError("--weights", *r.weights, "has no per-tensor recipe in data/weights");
     formats.push_back(&f);
   } else {
     for (const auto& f : catalog.weight_formats)

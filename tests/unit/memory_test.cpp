@@ -15,7 +15,7 @@ struct KvCase {
 };
 
 double kv_mib(const ModelSpec& m, const ContextShape& s, const char* k, const char* v, bool fa = true) {
-  const auto kv = kv_cache_bytes(m, s, kvtest::type(k), kvtest::type(v), fa, kvtest::cuda());
+  const auto kv = kv_cache_bytes(m, kvtest::engine(), s, kvtest::type(k), kvtest::type(v), fa, kvtest::cuda());
   return mib(kv.k.bytes + kv.v.bytes + kv.swa_k.bytes + kv.swa_v.bytes);
 }
 }  // namespace
@@ -60,7 +60,7 @@ TEST_CASE("Qwen2.5-Coder-32B KV cache at 32768 cells (formulas.md §7.1)") {
     INFO(c.k << "/" << c.v);
     CHECK(kv_mib(m, s, c.k, c.v) == Approx(c.total_mib).epsilon(1e-12));
   }
-  const auto kv = kv_cache_bytes(m, s, kvtest::type("q8_0"), kvtest::type("q8_0"), true, kvtest::cuda());
+  const auto kv = kv_cache_bytes(m, kvtest::engine(), s, kvtest::type("q8_0"), kvtest::type("q8_0"), true, kvtest::cuda());
   CHECK(kv.k.bytes + kv.v.bytes == 4563402752LL);
   CHECK(kv.k.bytes == kv.k.unpadded);  // ne0 = 1024 is a multiple of 512: no CUDA row tail
   // The same bytes with 4 unified slots or 4 streams of 8192 (formulas.md §7.1)
@@ -99,7 +99,7 @@ TEST_CASE("gpt-oss-20b: alternating sliding window of 128, SWA cache 768 cells (
   CHECK(kv_mib(m, s, "q4_0", "q4_0") == Approx(221.0625));
   const auto np4 = context_shape(m, kvtest::engine(), 32768, 4, true, 512, 2048, false);
   CHECK(np4.swa_cells == 1024);
-  const auto kv = kv_cache_bytes(m, np4, kvtest::type("f16"), kvtest::type("f16"), true, kvtest::cuda());
+  const auto kv = kv_cache_bytes(m, kvtest::engine(), np4, kvtest::type("f16"), kvtest::type("f16"), true, kvtest::cuda());
   CHECK(mib(kv.swa_k.bytes + kv.swa_v.bytes) == Approx(24.0));
 }
 
@@ -118,27 +118,27 @@ TEST_CASE("compute buffer estimates against CUDA logs (formulas.md §1.4)") {
   // A Llama-3-8B shape: vocab 128256, n_embd 4096, 32 heads, ubatch 512
   const ModelSpec& m = kvtest::catalog().model("llama-3.1-8b");
   auto s = context_shape(m, kvtest::engine(), 512, 1, false, 512, 2048, false);
-  auto c = compute_bytes(m, s, kvtest::type("f16"), kvtest::type("f16"), false, kvtest::cuda());
+  auto c = compute_bytes(m, kvtest::engine(), s, kvtest::type("f16"), kvtest::type("f16"), false, kvtest::cuda());
   CHECK(mib(c.device.bytes) == Approx(258.50).margin(0.01));     // log: CUDA0 compute buffer size = 258.50 MiB
   CHECK(mib(c.host.bytes) == Approx(9.01).margin(0.02));         // log: CUDA_Host compute buffer size = 9.01 MiB
   CHECK(c.device.accuracy == Accuracy::estimate);
   CHECK(c.device.high > c.device.bytes);
   s = context_shape(m, kvtest::engine(), 8192, 1, false, 512, 2048, false);
-  c = compute_bytes(m, s, kvtest::type("f16"), kvtest::type("f16"), false, kvtest::cuda());
+  c = compute_bytes(m, kvtest::engine(), s, kvtest::type("f16"), kvtest::type("f16"), false, kvtest::cuda());
   CHECK(mib(c.device.bytes) == Approx(560.00).margin(0.01));     // log: 560.00 MiB
   CHECK(mib(c.host.bytes) == Approx(24.01).margin(0.02));        // log: 24.01 MiB
   // A Qwen2.5-14B shape with flash attention: the logits block (152064+5120)·512·4 = 307.00 MiB
   const ModelSpec& q = kvtest::catalog().model("qwen2.5-14b-instruct");
   s = context_shape(q, kvtest::engine(), 8192, 1, false, 512, 2048, false);
-  c = compute_bytes(q, s, kvtest::type("f16"), kvtest::type("f16"), true, kvtest::cuda());
+  c = compute_bytes(q, kvtest::engine(), s, kvtest::type("f16"), kvtest::type("f16"), true, kvtest::cuda());
   CHECK(mib(c.device.bytes) == Approx(307.00).margin(0.01));
   // Qwen2.5-Coder-32B, FA on, q8_0 at 32k: the f16 scratch (128 MiB) stays under the logits block (formulas.md §7.1)
   const ModelSpec& coder = kvtest::catalog().model("qwen2.5-coder-32b");
   s = context_shape(coder, kvtest::engine(), 32768, 1, false, 512, 2048, false);
-  c = compute_bytes(coder, s, kvtest::type("q8_0"), kvtest::type("q8_0"), true, kvtest::cuda());
+  c = compute_bytes(coder, kvtest::engine(), s, kvtest::type("q8_0"), kvtest::type("q8_0"), true, kvtest::cuda());
   CHECK(mib(c.device.bytes) == Approx(307.00).margin(0.01));
   // FA off at 32k: 32768·512·40·4 = 2560 MiB + ~60 MiB (formulas.md §7.1 "about 2.6 GiB")
-  c = compute_bytes(coder, s, kvtest::type("f16"), kvtest::type("f16"), false, kvtest::cuda());
+  c = compute_bytes(coder, kvtest::engine(), s, kvtest::type("f16"), kvtest::type("f16"), false, kvtest::cuda());
   CHECK(mib(c.device.bytes) == Approx(2620.0).margin(20));
 }
 

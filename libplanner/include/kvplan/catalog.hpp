@@ -2,6 +2,7 @@
 // tasks and quality priors. Loaded from YAML in data/ (embedded at build time) plus optional
 // override directories; see data/README.md for the schema of each file.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -18,8 +19,37 @@ struct RopeScaling {
 };
 
 struct SlidingWindow {
-  int window = 0;   // n_swa
+  int window = 0;   // n_swa (the chunk size for chunked attention)
   int pattern = 0;  // llama.cpp set_swa_pattern: layer il is sliding iff il % pattern < pattern - 1
+  bool chunked = false;  // LLAMA_SWA_TYPE_CHUNKED (Llama 4): same cache sizing, other mask
+};
+
+// Multi-head latent attention (DeepSeek V2/V3, Kimi K2, GLM-4.7-Flash): the cache holds the
+// compressed latent (kv_lora_rank) and the rope part of K, one "head" per layer.
+struct Mla {
+  int kv_lora_rank = 0;
+  int rope_dim = 0;     // qk_rope_head_dim
+  int nope_dim = 0;     // qk_nope_head_dim (legacy MHA cache only)
+  int v_head_dim = 0;   // (legacy MHA cache only)
+  bool legacy = false;  // a GGUF converted without MLA metadata: llama.cpp caches full MHA K and V
+};
+
+// Recurrent state (llama-memory-recurrent.cpp): f32 per sequence, independent of context.
+struct Recurrent {
+  std::string kind;  // mamba | mamba2 | gdn | rwkv6 | rwkv7 | lfm2
+  int d_conv = 0, d_inner = 0, d_state = 0, n_group = 0;  // Mamba, Mamba2, gated delta-net
+  int head_size = 0, token_shift_count = 0;             // RWKV
+  int l_cache = 0;                                      // LFM2 short convolution
+  int attention_every = 0, attention_offset = 0;        // hybrid: layer il is attention iff il % every == offset
+  std::vector<int> attention_layers;                    // hybrid: explicit attention layers (overrides every/offset)
+};
+
+// One weight tensor as stored in a GGUF (a file's own, or one the recipe predicts).
+struct WeightTensor {
+  std::string name;   // llama.cpp name, e.g. "blk.3.attn_v.weight"
+  std::string type;   // ggml type
+  std::int64_t ne0 = 0, nrows = 0;
+  bool on_host = false;  // input-layer tensors stay in host memory with full offload
 };
 
 struct Moe {
@@ -40,8 +70,33 @@ struct ModelSpec {
   std::optional<RopeScaling> rope_scaling;
   std::optional<SlidingWindow> swa;
   std::optional<Moe> moe;
+  std::optional<Mla> mla;
+  std::optional<Recurrent> recurrent;
+  std::vector<int> kv_heads_per_layer;  // GGUF head_count_kv arrays; empty: kv_heads everywhere (0: no KV)
+  std::vector<int> sliding_layers;      // GGUF sliding_window_pattern arrays (1 = sliding); empty: swa.pattern
+  int head_dim_k_swa = 0, head_dim_v_swa = 0;  // per-layer head sizes of sliding layers (0: same as full)
+  int shared_kv_from = 0;               // Gemma 3n n_layer_kv_from_start: later layers reuse a cache
 
-  bool is_sliding(int il) const { return swa && il % swa->pattern < swa->pattern - 1; }
+  // Read from a file (kvplan --model file.gguf): the exact tensors and the file's weight format.
+  std::vector<WeightTensor> file_tensors;
+  std::string file_format;             // GGUF general.file_type as a format id ("" if none)
+  std::vector<std::string> file_paths; // every split
+  std::vector<std::string> fields_used, fields_assumed;  // config.json input: what was read and what was assumed
+
+  bool is_sliding(int il) const {
+    if (!sliding_layers.empty()) return il < static_cast<int>(sliding_layers.size()) && sliding_layers[il] != 0;
+    return swa && swa->pattern > 1 && il % swa->pattern < swa->pattern - 1;
+  }
+  bool is_recurrent(int il) const {
+    if (!recurrent) return false;
+    if (!recurrent->attention_layers.empty())
+      return std::find(recurrent->attention_layers.begin(), recurrent->attention_layers.end(), il) == recurrent->attention_layers.end();
+    if (recurrent->attention_every > 0) return il % recurrent->attention_every != recurrent->attention_offset;
+    return true;
+  }
+  int kv_heads_at(int il) const {
+    return kv_heads_per_layer.empty() ? kv_heads : kv_heads_per_layer.at(static_cast<size_t>(il));
+  }
   int max_ctx() const { return ctx_extended > 0 ? ctx_extended : ctx_native; }
 };
 
@@ -97,8 +152,22 @@ struct EngineSpec {
   std::string id, name, build_name, build_source, vendored_by;
   int build = 0;
   std::vector<GgmlType> ggml_types;
-  std::vector<std::string> modelled_archs;               // architectures sized exactly
+  struct ArchRule {
+    int swa_pattern = 0;
+    bool chunked = false;
+    std::string window_key;       // metadata key of the window (default attention.sliding_window)
+    bool mla = false;
+    std::string recurrent;        // state kind, "" for none
+    std::string attention;        // hybrid attention layers: "kv_heads" | "interval"
+    int attention_interval = 0;
+    std::string family;
+  };
+  std::map<std::string, ArchRule> archs;                 // architectures kvplan sizes
   std::map<std::string, std::string> unmodelled_archs;   // refused, with the reason
+  const ArchRule* arch(const std::string& name) const {
+    auto it = archs.find(name);
+    return it == archs.end() ? nullptr : &it->second;
+  }
   std::vector<std::string> cache_types;          // what the engine accepts (-ctk/-ctv)
   std::vector<std::string> cache_types_offered;  // what the ranker tries when nothing is pinned
   std::map<std::string, std::string> quant_fallback;  // k-quant type -> type used when ne0 % 256 != 0
@@ -109,7 +178,8 @@ struct EngineSpec {
   std::vector<BuildRule> build_rules;
   std::int64_t margin_mib = 0;
   std::string margin_source;
-  double weights_rel_error = 0;  // upper bound of catalog weight estimates, as a fraction
+  double weights_rel_error = 0;           // upper bound of recipe-based weight estimates, as a fraction
+  double weights_rel_error_fallback = 0;  // upper bound of params × bits-per-weight estimates
 
   const GgmlType& type(const std::string& name, const std::string& field) const;
   const BackendSpec& backend(const std::string& id) const;

@@ -3,5 +3,6 @@
 #include "kvplan/catalog.hpp"
 #include "kvplan/error.hpp"
 #include "kvplan/memory.hpp"
+#include "kvplan/model_file.hpp"
 #include "kvplan/plan.hpp"
 #include "kvplan/units.hpp"

@@ -27,19 +27,24 @@ ContextShape context_shape(const ModelSpec& model, const EngineSpec& engine, int
 // plus CUDA's row-padding tail for quantized types, padded to the buffer alignment.
 Figure tensor_bytes(const GgmlType& type, std::int64_t ne0, std::int64_t nrows, const BackendSpec& backend);
 
-struct KvCacheBytes {
-  Figure k, v, swa_k, swa_v;
+// What one layer keeps between tokens, as llama.cpp builds the memory for it
+// (llama-model.cpp create_memory, llama-hparams.cpp n_embd_k_gqa/n_embd_v_gqa/n_embd_r/n_embd_s).
+enum class LayerKind { full, sliding, recurrent, none };
+struct LayerCache {
+  LayerKind kind = LayerKind::full;
+  std::int64_t k_width = 0;  // n_embd_k_gqa(il)
+  std::int64_t v_width = 0;  // n_embd_v_gqa(il); 0 when the layer has no V (MLA V-less cache)
+  std::int64_t r_width = 0, s_width = 0;  // recurrent state per sequence, f32 elements
 };
-KvCacheBytes kv_cache_bytes(const ModelSpec& model, const ContextShape& shape, const GgmlType& type_k,
-                            const GgmlType& type_v, bool flash_attn, const BackendSpec& backend);
+std::vector<LayerCache> layer_caches(const ModelSpec& model, const EngineSpec& engine);
 
-// One weight tensor as a GGUF produced by llama-quantize for `format` would hold it.
-struct WeightTensor {
-  std::string name;   // llama.cpp name, e.g. "blk.3.attn_v.weight"
-  std::string type;   // ggml type
-  std::int64_t ne0 = 0, nrows = 0;
-  bool on_host = false;  // token_embd stays in host memory with full offload
+struct KvCacheBytes {
+  Figure k, v, swa_k, swa_v, state;
 };
+KvCacheBytes kv_cache_bytes(const ModelSpec& model, const EngineSpec& engine, const ContextShape& shape,
+                            const GgmlType& type_k, const GgmlType& type_v, bool flash_attn, const BackendSpec& backend);
+
+// The tensors of a GGUF produced by llama-quantize for `format` (catalog models), or the file's own.
 std::vector<WeightTensor> weight_tensors(const ModelSpec& model, const WeightFormat& format, const EngineSpec& engine);
 
 struct WeightBytes {
@@ -54,8 +59,8 @@ WeightBytes weight_bytes(const ModelSpec& model, const WeightFormat& format, con
 struct ComputeBytes {
   Figure device, host;
 };
-ComputeBytes compute_bytes(const ModelSpec& model, const ContextShape& shape, const GgmlType& type_k,
-                           const GgmlType& type_v, bool flash_attn, const BackendSpec& backend);
+ComputeBytes compute_bytes(const ModelSpec& model, const EngineSpec& engine, const ContextShape& shape,
+                           const GgmlType& type_k, const GgmlType& type_v, bool flash_attn, const BackendSpec& backend);
 
 // Logits/embeddings output buffer (pinned host memory).
 Figure output_bytes(const ModelSpec& model, const ContextShape& shape);

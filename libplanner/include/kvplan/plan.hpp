@@ -6,6 +6,7 @@
 //   kvplan::Plan plan = kvplan::plan(catalog, req);
 //   if (plan.fits()) std::cout << kvplan::to_json(plan);
 #pragma once
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -19,6 +20,8 @@ namespace kvplan {
 struct Request {
   std::string model;                 // catalog name/alias/HF id, or a GGUF file name such as
                                      // "Qwen2.5-Coder-32B-Instruct-Q4_K_M.gguf" (model + weights) (required)
+  std::shared_ptr<const ModelSpec> model_spec;  // a model read from a file (load_model_file); used instead of `model`
+  std::optional<std::string> backend;   // override the GPU's backend (cuda, metal, rocm, vulkan, sycl, cpu)
   std::string gpu;                   // catalog GPU name or a size such as "24GB" (required)
   std::string task = "general";      // data/tasks.yaml id
   std::string engine = "llama.cpp";
@@ -137,7 +140,7 @@ struct Resolved {
 struct Plan {
   Request request;
   Resolved resolved;
-  const ModelSpec* model = nullptr;   // points into the catalog the plan was made from
+  const ModelSpec* model = nullptr;   // the catalog's entry, or request.model_spec (kept alive by the request)
   const TaskProfile* task = nullptr;
   std::vector<Pool> pools;
   std::vector<Option> options;        // ranked, best first
@@ -156,5 +159,8 @@ Plan plan(const Catalog& catalog, const Request& request);
 // The whole plan as the JSON contract of schema/plan.schema.json.
 inline constexpr int kSchemaVersion = 2;  // 2: options[].pools[] gained allocations_bytes, allocations_high_bytes; total includes overhead
 std::string to_json(const Plan& plan, int indent = 2);
+
+// A model (catalog entry or file) as JSON: what kvplan knows of it (`kvplan inspect --json`).
+std::string model_to_json(const ModelSpec& model, int indent = 2);
 
 }  // namespace kvplan

@@ -147,7 +147,7 @@ ModelSpec read_model(const Reader& r) {
   m.embd = r.get<int>("embd");
   m.heads = r.get<int>("heads");
   m.kv_heads = r.get<int>("kv_heads");
-  m.head_dim_k = r.get<int>("head_dim", m.heads ? m.embd / m.heads : 0);
+  m.head_dim_k = r.get<int>("head_dim", m.heads > 0 ? m.embd / m.heads : 0);
   m.head_dim_v = r.get<int>("head_dim_v", m.head_dim_k);
   m.ff = r.get<int>("ff", 0);
   m.vocab = r.get<int>("vocab");
@@ -160,10 +160,12 @@ ModelSpec read_model(const Reader& r) {
   m.ctx_extended = r.get<int>("ctx_extended", 0);
   m.source = r.get<std::string>("source");
   m.note = r.get<std::string>("note", "");
-  for (auto [key, v] : {std::pair{"params", m.params}, {"layers", m.layers}, {"embd", m.embd}, {"heads", m.heads},
-                        {"kv_heads", m.kv_heads}, {"head_dim", m.head_dim_k}, {"vocab", m.vocab}, {"ctx_native", m.ctx_native}})
+  for (auto [key, v] : {std::pair{"params", m.params}, {"layers", m.layers}, {"embd", m.embd}, {"vocab", m.vocab},
+                        {"ctx_native", m.ctx_native}})
     require_positive(r, key, v);
-  if (m.heads % m.kv_heads != 0)
+  if (m.heads < 0 || m.kv_heads < 0 || m.head_dim_k < 0)
+    throw InputError(r.location("heads"), std::to_string(m.heads), "'" + m.id + "' head counts must not be negative");
+  if (m.kv_heads > 0 && m.heads % m.kv_heads != 0)
     throw InputError(r.location("kv_heads"), std::to_string(m.kv_heads), "'" + m.id + "' heads must be a multiple of kv_heads");
   if (const auto* n = r.node("rope_scaling")) {
     m.rope_scaling = RopeScaling{sub<std::string>(r, *n, "rope_scaling", "type"), sub<double>(r, *n, "rope_scaling", "factor"),
@@ -175,6 +177,44 @@ ModelSpec read_model(const Reader& r) {
     m.swa = SlidingWindow{sub<int>(r, *n, "swa", "window"), sub<int>(r, *n, "swa", "pattern")};
     if (m.swa->window <= 0 || m.swa->pattern < 2)
       throw InputError(r.location("swa"), YAML::Dump(*n), "'" + m.id + "' swa needs window > 0 and pattern >= 2");
+  }
+  if (m.swa) m.swa->chunked = (*r.node("swa"))["chunked"] && r.convert<bool>("swa.chunked", (*r.node("swa"))["chunked"]);
+  m.kv_heads_per_layer = r.get<std::vector<int>>("kv_heads_per_layer", {});
+  m.sliding_layers = r.get<std::vector<int>>("sliding_layers", {});
+  m.head_dim_k_swa = r.get<int>("head_dim_swa", 0);
+  m.head_dim_v_swa = r.get<int>("head_dim_v_swa", m.head_dim_k_swa);
+  m.shared_kv_from = r.get<int>("shared_kv_from", 0);
+  for (const auto* list : {&m.kv_heads_per_layer, &m.sliding_layers})
+    if (!list->empty() && static_cast<int>(list->size()) != m.layers)
+      throw InputError(r.location(list == &m.sliding_layers ? "sliding_layers" : "kv_heads_per_layer"), std::to_string(list->size()),
+                       "'" + m.id + "' per-layer list must have one entry per layer (" + std::to_string(m.layers) + ")");
+  if (const auto* n = r.node("mla")) {
+    Mla mla;
+    mla.kv_lora_rank = sub<int>(r, *n, "mla", "kv_lora_rank");
+    mla.rope_dim = sub<int>(r, *n, "mla", "rope_dim");
+    mla.nope_dim = (*n)["nope_dim"] ? r.convert<int>("mla.nope_dim", (*n)["nope_dim"]) : 0;
+    mla.v_head_dim = (*n)["v_head_dim"] ? r.convert<int>("mla.v_head_dim", (*n)["v_head_dim"]) : 0;
+    mla.legacy = (*n)["legacy"] && r.convert<bool>("mla.legacy", (*n)["legacy"]);
+    m.mla = mla;
+  }
+  if (const auto* n = r.node("recurrent")) {
+    Recurrent rec;
+    rec.kind = sub<std::string>(r, *n, "recurrent", "kind");
+    static const std::vector<std::string> kinds = {"mamba", "mamba2", "gdn", "rwkv6", "rwkv7", "lfm2"};
+    if (std::find(kinds.begin(), kinds.end(), rec.kind) == kinds.end())
+      throw InputError(r.location("recurrent"), rec.kind, "'" + m.id + "' unknown recurrent kind", kinds, closest_match(rec.kind, kinds));
+    auto opt = [&](const char* key) { return (*n)[key] ? r.convert<int>(std::string("recurrent.") + key, (*n)[key]) : 0; };
+    rec.d_conv = opt("d_conv");
+    rec.d_inner = opt("d_inner");
+    rec.d_state = opt("d_state");
+    rec.n_group = opt("n_group");
+    rec.head_size = opt("head_size");
+    rec.token_shift_count = opt("token_shift_count");
+    rec.l_cache = opt("l_cache");
+    rec.attention_every = opt("attention_every");
+    rec.attention_offset = opt("attention_offset");
+    if ((*n)["attention_layers"]) rec.attention_layers = r.convert<std::vector<int>>("recurrent.attention_layers", (*n)["attention_layers"]);
+    m.recurrent = rec;
   }
   if (const auto* n = r.node("moe")) {
     Moe moe;
@@ -230,7 +270,25 @@ EngineSpec read_engine(const Reader& r) {
       e.ggml_types.push_back(t);
     }
   }
-  e.modelled_archs = r.get<std::vector<std::string>>("modelled_archs");
+  if (const auto* n = r.node("archs")) {
+    for (const auto& kv : *n) {
+      const std::string name = kv.first.as<std::string>();
+      const YAML::Node& a = kv.second;
+      EngineSpec::ArchRule rule;
+      auto str = [&](const char* key) { return a[key] ? r.convert<std::string>("archs." + name + "." + key, a[key]) : std::string(); };
+      auto num = [&](const char* key) { return a[key] ? r.convert<int>("archs." + name + "." + key, a[key]) : 0; };
+      rule.swa_pattern = num("swa_pattern");
+      rule.chunked = a["chunked"] && r.convert<bool>("archs." + name + ".chunked", a["chunked"]);
+      rule.window_key = str("window_key");
+      rule.mla = a["mla"] && r.convert<bool>("archs." + name + ".mla", a["mla"]);
+      rule.recurrent = str("recurrent");
+      rule.attention = str("attention");
+      rule.attention_interval = num("attention_interval");
+      rule.family = str("family");
+      e.archs[name] = rule;
+    }
+  }
+  if (e.archs.empty()) throw InputError(r.location(), e.id, "engine lists no architectures ('archs')");
   e.unmodelled_archs = r.get<std::map<std::string, std::string>>("unmodelled_archs", {});
   e.cache_types = r.get<std::vector<std::string>>("cache_types");
   e.cache_types_offered = r.get<std::vector<std::string>>("cache_types_offered", e.cache_types);
@@ -243,6 +301,7 @@ EngineSpec read_engine(const Reader& r) {
   e.default_batch = r.get<int>("default_batch");
   e.margin_mib = r.get<long long>("margin_mib", 0);
   e.weights_rel_error = r.get<double>("weights_rel_error", 0);
+  e.weights_rel_error_fallback = r.get<double>("weights_rel_error_fallback", e.weights_rel_error);
   e.margin_source = r.get<std::string>("margin_source", "");
   if (const auto* n = r.node("backends")) {
     for (const auto& b : *n) {
@@ -388,7 +447,8 @@ std::vector<T> read_all(const Sources& s, const std::string& collection, F read)
   static const std::map<std::string, std::vector<std::string>> known_keys = {
       {"models", {"id", "name", "hf_id", "aliases", "arch", "family", "params", "layers", "embd", "heads", "kv_heads", "head_dim",
                   "head_dim_v", "ff", "vocab", "tied_embeddings", "qkv_bias", "qk_norm", "post_norms", "attn_sinks", "ctx_native",
-                  "ctx_extended", "rope_scaling", "swa", "moe", "source", "note"}},
+                  "ctx_extended", "rope_scaling", "swa", "moe", "mla", "recurrent", "kv_heads_per_layer", "sliding_layers",
+                  "head_dim_swa", "head_dim_v_swa", "shared_kv_from", "source", "note"}},
       {"gpus", {"id", "name", "aliases", "vendor", "backend", "memory", "total_mib", "total_source", "working_set_mib",
                 "compute_capability", "arch", "bandwidth_gbs", "source", "note"}},
       {"tasks", {"id", "name", "aliases", "ctx_target", "ctx_min", "metric", "strictness", "summary", "source", "note"}}};

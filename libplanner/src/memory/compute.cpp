@@ -20,18 +20,25 @@ Figure estimate_with_error(double bytes, double rel_error) {
 //                       fattn-common.cuh, in the FA node's allocation since llama/23907)
 //   FFN            2 · n_ff · n_ubatch · 4 (MoE: expert_ff · experts_used)
 // Host (CUDA_Host): token_embd get_rows output n_embd · n_ubatch · 4 plus one f32 KQ mask per cache.
-ComputeBytes compute_bytes(const ModelSpec& m, const ContextShape& s, const GgmlType& type_k, const GgmlType& type_v,
-                           bool flash_attn, const BackendSpec& backend) {
+ComputeBytes compute_bytes(const ModelSpec& m, const EngineSpec& engine, const ContextShape& s, const GgmlType& type_k,
+                           const GgmlType& type_v, bool flash_attn, const BackendSpec& backend) {
   const double ub = s.n_ubatch;
-  const double n_kv = s.n_ctx_seq;  // the reserve graph sees the full cache (init_full)
+  bool any_full = false;
+  double widths = 0;  // the widest K + V row of an attention layer (V omitted when the layer has none)
+  for (const auto& c : layer_caches(m, engine)) {
+    if (c.kind != LayerKind::full && c.kind != LayerKind::sliding) continue;
+    any_full |= c.kind == LayerKind::full;
+    widths = std::max(widths, static_cast<double>(c.k_width + c.v_width));
+  }
+  // The reserve graph sees the full cache (init_full): the largest attention layer's cells.
+  const double n_kv = any_full ? s.n_ctx_seq : (widths > 0 ? s.swa_cells : 0);
   const double small = 6.0 * m.embd * ub * 4;
   const double logits = (static_cast<double>(m.vocab) + m.embd) * ub * 4;
   double attention = 0;
-  if (flash_attn) {
+  if (n_kv > 0 && flash_attn) {
     const bool f16_copies = (backend.id == "cuda" || backend.id == "rocm") && (type_k.quantized() || type_v.quantized());
-    const double widths = static_cast<double>(m.kv_heads) * (m.head_dim_k + m.head_dim_v);
     attention = small + (f16_copies ? n_kv * widths * 2 : 0);
-  } else {
+  } else if (n_kv > 0) {
     attention = n_kv * ub * m.heads * 4 + small;
   }
   const double ff = m.moe ? static_cast<double>(m.moe->expert_ff) * m.moe->experts_used + m.moe->shared_ff : m.ff;
@@ -39,7 +46,7 @@ ComputeBytes compute_bytes(const ModelSpec& m, const ContextShape& s, const Ggml
   ComputeBytes out;
   out.device = estimate_with_error(std::max({logits, attention, ffn}), backend.compute_rel_error);
   double host = static_cast<double>(m.embd) * ub * 4 + n_kv * ub * 4;
-  if (m.swa) host += static_cast<double>(s.swa_cells) * ub * 4;
+  if (any_full && s.swa_cells > 0) host += static_cast<double>(s.swa_cells) * ub * 4;
   out.host = estimate_with_error(host, backend.compute_rel_error);
   return out;
 }

@@ -1,5 +1,6 @@
 #include <algorithm>
 
+#include "kvplan/error.hpp"
 #include "kvplan/memory.hpp"
 
 namespace kvplan {
@@ -24,24 +25,84 @@ void add(Figure& sum, const Figure& f) {
 }
 }  // namespace
 
+// Per layer, what llama.cpp allocates (src/llama-hparams.cpp, src/llama-model.cpp create_memory):
+//   attention: n_embd_k_gqa(il) = n_embd_head_k(il) · n_head_kv(il), likewise V; sliding layers may
+//     have their own head size (n_embd_head_k_swa, build rule per_layer_head_size);
+//   MLA (deepseek2 with key_length_mla): one 576-wide latent "head" (kv_lora_rank + rope), and no V
+//     tensor since PR #19067 (build rule mla_v_less); a legacy GGUF caches plain MHA K and V;
+//   recurrent (llama-memory-recurrent.cpp): n_embd_r = (d_conv-1)·(d_inner + 2·n_group·d_state)
+//     (Mamba/Mamba2/GDN), token_shift_count·n_embd (RWKV), n_embd·(L_cache-1) (LFM2);
+//     n_embd_s = d_state·d_inner (Mamba/GDN), n_embd·head_size (RWKV), 0 (LFM2);
+//   none: 0 KV heads (FFN-only) or a layer that reuses another's cache (Gemma 3n).
+std::vector<LayerCache> layer_caches(const ModelSpec& m, const EngineSpec& engine) {
+  std::vector<LayerCache> out(static_cast<size_t>(m.layers));
+  const bool per_layer_heads = engine.rule_holds("per_layer_head_size");
+  for (int il = 0; il < m.layers; ++il) {
+    LayerCache& c = out[static_cast<size_t>(il)];
+    if (m.is_recurrent(il)) {
+      const Recurrent& r = *m.recurrent;
+      c.kind = LayerKind::recurrent;
+      if (r.kind == "rwkv6" || r.kind == "rwkv7") {
+        c.r_width = static_cast<std::int64_t>(r.token_shift_count) * m.embd;
+        c.s_width = static_cast<std::int64_t>(m.embd) * r.head_size;
+      } else if (r.kind == "lfm2") {
+        c.r_width = static_cast<std::int64_t>(m.embd) * (r.l_cache - 1);
+      } else {  // mamba, mamba2, gdn
+        c.r_width = static_cast<std::int64_t>(r.d_conv - 1) * (r.d_inner + 2LL * r.n_group * r.d_state);
+        c.s_width = static_cast<std::int64_t>(r.d_state) * r.d_inner;
+      }
+      continue;
+    }
+    if ((m.shared_kv_from > 0 && il >= m.shared_kv_from) || m.kv_heads_at(il) == 0) {
+      c.kind = LayerKind::none;
+      continue;
+    }
+    if (m.mla && !m.mla->legacy) {
+      c.kind = LayerKind::full;
+      c.k_width = m.mla->kv_lora_rank + m.mla->rope_dim;
+      c.v_width = engine.rule_holds("mla_v_less") ? 0 : m.mla->kv_lora_rank;
+      continue;
+    }
+    const bool sliding = m.is_sliding(il);
+    c.kind = sliding ? LayerKind::sliding : LayerKind::full;
+    const int hk = sliding && per_layer_heads && m.head_dim_k_swa ? m.head_dim_k_swa : m.head_dim_k;
+    const int hv = sliding && per_layer_heads && m.head_dim_v_swa ? m.head_dim_v_swa : m.head_dim_v;
+    c.k_width = static_cast<std::int64_t>(hk) * m.kv_heads_at(il);
+    c.v_width = static_cast<std::int64_t>(hv) * m.kv_heads_at(il);
+  }
+  return out;
+}
+
 // src/llama-kv-cache.cpp llama_kv_cache::llama_kv_cache: per layer with KV,
 //   K = new_tensor_3d(type_k, n_embd_k_gqa(il), kv_size, n_stream)
 //   V = new_tensor_3d(type_v, v_trans ? n_embd_v_gqa_max() : n_embd_v_gqa(il), kv_size, n_stream), v_trans = !flash_attn
 // Sliding-window layers live in the iSWA cache with shape.swa_cells cells per stream.
-KvCacheBytes kv_cache_bytes(const ModelSpec& model, const ContextShape& shape, const GgmlType& type_k, const GgmlType& type_v,
-                            bool flash_attn, const BackendSpec& backend) {
+// src/llama-memory-recurrent.cpp: r and s tensors of f32 per layer with max(1, n_seq_max) cells.
+KvCacheBytes kv_cache_bytes(const ModelSpec& m, const EngineSpec& engine, const ContextShape& shape, const GgmlType& type_k,
+                            const GgmlType& type_v, bool flash_attn, const BackendSpec& backend) {
+  const auto layers = layer_caches(m, engine);
+  std::int64_t v_max = 0;  // n_embd_v_gqa_max(): the widest V over all layers
+  for (const auto& c : layers) v_max = std::max(v_max, c.v_width);
+  const GgmlType& f32 = engine.type("f32", "state");
+  const std::int64_t mem_size = std::max(1, shape.n_seq);
   KvCacheBytes out;
-  const std::int64_t k_width = static_cast<std::int64_t>(model.kv_heads) * model.head_dim_k;
-  const std::int64_t v_width = static_cast<std::int64_t>(model.kv_heads) * model.head_dim_v;
-  // Without flash attention V is stored transposed and padded to the widest layer
-  // (n_embd_v_gqa_max); catalog models have one width for every layer, so the padding is nil.
-  const std::int64_t v_width_alloc = v_width;
-  (void)flash_attn;
-  for (int il = 0; il < model.layers; ++il) {
-    const bool swa = model.is_sliding(il);
-    const std::int64_t rows = static_cast<std::int64_t>(swa ? shape.swa_cells : shape.n_ctx_seq) * shape.n_stream;
-    add(swa ? out.swa_k : out.k, tensor_bytes(type_k, k_width, rows, backend));
-    add(swa ? out.swa_v : out.v, tensor_bytes(type_v, v_width_alloc, rows, backend));
+  for (const auto& c : layers) {
+    switch (c.kind) {
+      case LayerKind::full:
+      case LayerKind::sliding: {
+        const bool swa = c.kind == LayerKind::sliding;
+        const std::int64_t rows = static_cast<std::int64_t>(swa ? shape.swa_cells : shape.n_ctx_seq) * shape.n_stream;
+        add(swa ? out.swa_k : out.k, tensor_bytes(type_k, c.k_width, rows, backend));
+        if (c.v_width > 0) add(swa ? out.swa_v : out.v, tensor_bytes(type_v, flash_attn ? c.v_width : v_max, rows, backend));
+        break;
+      }
+      case LayerKind::recurrent:
+        if (c.r_width > 0) add(out.state, tensor_bytes(f32, c.r_width * mem_size, 1, backend));
+        if (c.s_width > 0) add(out.state, tensor_bytes(f32, c.s_width * mem_size, 1, backend));
+        break;
+      case LayerKind::none:
+        break;
+    }
   }
   return out;
 }

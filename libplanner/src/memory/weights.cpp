@@ -33,6 +33,9 @@ bool rule_matches(const TensorTypeRule& r, const std::string& base_name, int il,
 // llama_tensor_get_type: the format's default type, its per-tensor overrides, and the fallback for
 // rows that do not divide into the type's block). Norms, biases, sinks and the MoE router stay f32.
 std::vector<WeightTensor> weight_tensors(const ModelSpec& m, const WeightFormat& format, const EngineSpec& engine) {
+  if (!m.file_tensors.empty()) return m.file_tensors;  // a GGUF's own tensors
+  if (m.mla || m.recurrent)
+    throw InputError("--weights", format.id, "no per-tensor recipe for " + m.arch + " models in the catalog; sized from params");
   std::vector<WeightTensor> out;
   // phi3 and chatglm store one attn_qkv and a fused gate|up in ffn_up (src/llama-model.cpp load_tensors)
   const bool fused_qkv = m.arch == "phi3" || m.arch == "chatglm";
@@ -124,9 +127,23 @@ std::vector<WeightTensor> weight_tensors(const ModelSpec& m, const WeightFormat&
 // Full offload: every tensor but token_embd in the GPU buffer (src/llama-model.cpp load_tensors).
 // Host bytes are the CPU_Mapped buffer (CPU alignment, no row padding).
 WeightBytes weight_bytes(const ModelSpec& m, const WeightFormat& format, const EngineSpec& engine, const BackendSpec& backend) {
-  if (format.base_type.empty())
-    throw InputError("--weights", format.id, "has no per-tensor recipe in data/weights; cannot size it");
   const BackendSpec& cpu = engine.backend("cpu");
+  const bool from_file = !m.file_tensors.empty();
+  if (!from_file && (m.mla || m.recurrent)) {
+    // Catalog entries of these families have no tensor recipe yet: params × the format's measured
+    // bits per weight (Llama-3.1-8B, tools/quantize README), a labelled estimate with a wider bound.
+    if (format.bpw_llama31_8b <= 0)
+      throw InputError("--weights", format.id, "has no measured bits per weight to size " + m.name + " from its parameter count");
+    const GgmlType& embd_type = engine.type(format.base_type.empty() ? "f16" : format.base_type, "weights " + format.id);
+    const Bytes host = embd_type.block > 1 && m.embd % embd_type.block != 0 ? 2LL * m.embd * m.vocab
+                                                                             : embd_type.row_size(m.embd) * m.vocab;
+    const Bytes total = static_cast<Bytes>(static_cast<double>(m.params) * format.bpw_llama31_8b / 8);
+    const Bytes dev = std::max<Bytes>(0, total - host) + (m.tied_embeddings ? host : 0);
+    auto high = [&](Bytes b) { return static_cast<Bytes>(static_cast<double>(b) * (1 + engine.weights_rel_error_fallback)); };
+    return {Figure{dev, dev, high(dev), Accuracy::estimate}, Figure{host, host, high(host), Accuracy::estimate}};
+  }
+  if (!from_file && format.base_type.empty())
+    throw InputError("--weights", format.id, "has no per-tensor recipe in data/weights; cannot size it");
   Bytes dev = 0, dev_raw = 0, host = 0, host_raw = 0;
   for (const auto& t : weight_tensors(m, format, engine)) {
     const GgmlType& type = engine.type(t.type, "weights " + format.id);
@@ -134,9 +151,14 @@ WeightBytes weight_bytes(const ModelSpec& m, const WeightFormat& format, const E
     (t.on_host ? host : dev) += f.bytes;
     (t.on_host ? host_raw : dev_raw) += f.unpadded;
   }
+  WeightBytes out;
+  if (from_file) {  // the file's own tensors: what the backend allocates, to the byte
+    out.device = Figure::exact(dev, dev_raw);
+    out.host = Figure::exact(host, host_raw);
+    return out;
+  }
   // An estimate: a given GGUF may use another mix (imatrix, a newer llama-quantize).
   auto high = [&](Bytes b) { return static_cast<Bytes>(static_cast<double>(b) * (1 + engine.weights_rel_error)); };
-  WeightBytes out;
   out.device = Figure{dev, dev_raw, high(dev), Accuracy::estimate};
   out.host = Figure{host, host_raw, high(host), Accuracy::estimate};
   return out;

@@ -1,0 +1,55 @@
+// kvplan/model_file.hpp — models read from files: a GGUF (header only), a Hugging Face config.json,
+// or a snapshot folder holding one.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "kvplan/catalog.hpp"
+
+namespace kvplan {
+
+// The parsed header of one GGUF file. Only metadata and tensor infos: tensor data is never read.
+struct GgufHeader {
+  std::uint32_t version = 0;
+  std::uint64_t alignment = 32;
+  std::uint64_t data_offset = 0;  // where tensor data starts (header end padded to alignment)
+  std::uint64_t file_size = 0;
+  // Scalars as int64/uint64/double/bool/string; arrays keep their length and (for numbers) values.
+  struct Array {
+    std::uint32_t type = 0;
+    std::uint64_t count = 0;
+    std::vector<double> numbers;  // numeric arrays only (and only up to a sane size)
+  };
+  using Value = std::variant<std::int64_t, std::uint64_t, double, bool, std::string, Array>;
+  std::map<std::string, Value> metadata;
+  struct Tensor {
+    std::string name;
+    std::uint32_t type = 0;  // ggml type id
+    std::vector<std::int64_t> ne;
+    std::uint64_t offset = 0;
+  };
+  std::vector<Tensor> tensors;
+};
+
+// Parse a GGUF header from memory (`size` bytes of a file of `file_size` bytes). Hostile input:
+// every count and length is checked against what remains before anything is allocated. Throws
+// InputError naming `name` for anything that is not a well-formed GGUF.
+GgufHeader parse_gguf_header(const std::uint8_t* data, std::size_t size, std::uint64_t file_size, const std::string& name);
+
+// Read a GGUF file's header (reading only as much of the file as the header takes).
+GgufHeader read_gguf_header(const std::string& path);
+
+// A model from a GGUF (split files are followed), a config.json, or a folder with a config.json.
+// The result carries the exact tensors (GGUF) or the fields used and assumed (config.json).
+std::shared_ptr<const ModelSpec> load_model_file(const std::string& path, const Catalog& catalog,
+                                                 const std::string& engine = "llama.cpp");
+
+// Derive the model from parsed GGUF headers (the first split first).
+ModelSpec model_from_gguf(const std::vector<GgufHeader>& splits, const std::vector<std::string>& paths, const Catalog& catalog,
+                          const EngineSpec& engine);
+
+}  // namespace kvplan

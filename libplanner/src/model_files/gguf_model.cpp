@@ -1,0 +1,226 @@
+// A ModelSpec from GGUF metadata and tensor infos, the way llama.cpp reads them
+// (src/llama-model.cpp load_hparams / load_tensors, src/llama-arch.cpp key names).
+#include <algorithm>
+#include <filesystem>
+#include <regex>
+
+#include <fmt/format.h>
+
+#include "kvplan/error.hpp"
+#include "kvplan/model_file.hpp"
+
+namespace kvplan {
+namespace {
+
+using Value = GgufHeader::Value;
+
+class Meta {
+ public:
+  Meta(const GgufHeader& h, std::string arch, std::string file) : h_(h), arch_(std::move(arch)), file_(std::move(file)) {}
+
+  const Value* find(const std::string& key) const {
+    auto it = h_.metadata.find(key);
+    return it == h_.metadata.end() ? nullptr : &it->second;
+  }
+  const Value* arch_key(const std::string& suffix) const { return find(arch_ + "." + suffix); }
+  bool has(const std::string& suffix) const { return arch_key(suffix) != nullptr; }
+
+  // A number, or the numbers of a per-layer array.
+  std::vector<double> numbers(const std::string& suffix) const {
+    const Value* v = arch_key(suffix);
+    if (!v) return {};
+    if (const auto* i = std::get_if<std::int64_t>(v)) return {static_cast<double>(*i)};
+    if (const auto* u = std::get_if<std::uint64_t>(v)) return {static_cast<double>(*u)};
+    if (const auto* d = std::get_if<double>(v)) return {*d};
+    if (const auto* b = std::get_if<bool>(v)) return {*b ? 1.0 : 0.0};
+    if (const auto* a = std::get_if<GgufHeader::Array>(v)) {
+      if (a->numbers.size() != a->count) bad(suffix, "is an array kvplan cannot read");
+      return a->numbers;
+    }
+    bad(suffix, "is not a number");
+  }
+  int integer(const std::string& suffix, int fallback, bool required = false) const {
+    const auto n = numbers(suffix);
+    if (n.empty()) {
+      if (required) bad(suffix, "is missing");
+      return fallback;
+    }
+    const double v = *std::max_element(n.begin(), n.end());
+    if (v < 0 || v > 1e9) bad(suffix, fmt::format("has an impossible value {}", v));
+    return static_cast<int>(v);
+  }
+  std::vector<int> per_layer(const std::string& suffix, int layers) const {
+    const auto n = numbers(suffix);
+    if (n.size() <= 1) return {};
+    if (static_cast<int>(n.size()) != layers) bad(suffix, fmt::format("has {} entries for {} layers", n.size(), layers));
+    std::vector<int> out;
+    for (double d : n) {
+      if (d < 0 || d > 1e6) bad(suffix, "has an impossible entry");
+      out.push_back(static_cast<int>(d));
+    }
+    return out;
+  }
+  std::string string(const std::string& key) const {
+    const Value* v = find(key);
+    const auto* s = v ? std::get_if<std::string>(v) : nullptr;
+    return s ? *s : std::string();
+  }
+  [[noreturn]] void bad(const std::string& suffix, const std::string& why) const {
+    throw InputError(file_, arch_ + "." + suffix, "GGUF metadata " + why);
+  }
+
+ private:
+  const GgufHeader& h_;
+  std::string arch_;
+  std::string file_;
+};
+
+// Tensors created with the input layer's buffer type stay in host memory (llama-model.cpp: "there is
+// very little benefit to offloading the input layer, so always keep it on the CPU").
+bool is_input_tensor(const std::string& name) {
+  static const char* inputs[] = {"token_embd.weight", "token_embd_norm.weight", "token_embd_norm.bias", "token_types.weight",
+                                 "pos_embd.weight", "per_layer_token_embd.weight"};
+  return std::any_of(std::begin(inputs), std::end(inputs), [&](const char* n) { return name == n; });
+}
+
+}  // namespace
+
+ModelSpec model_from_gguf(const std::vector<GgufHeader>& splits, const std::vector<std::string>& paths, const Catalog& catalog,
+                          const EngineSpec& engine) {
+  const GgufHeader& h = splits.front();
+  const std::string& file = paths.front();
+  ModelSpec m;
+  m.file_paths = paths;
+  Meta top(h, "general", file);
+  m.arch = top.string("general.architecture");
+  if (m.arch.empty()) throw InputError(file, "general.architecture", "GGUF metadata is missing");
+  const EngineSpec::ArchRule* rule = engine.arch(m.arch);
+  if (!rule) {
+    const auto why = engine.unmodelled_archs.find(m.arch);
+    throw InputError(file, m.arch,
+                     fmt::format("architecture '{}' is not modelled yet ({}); kvplan refuses rather than guess", m.arch,
+                                 why != engine.unmodelled_archs.end() ? why->second : "unknown to kvplan"));
+  }
+  const Meta meta(h, m.arch, file);
+  const std::string stem = std::filesystem::path(file).stem().string();
+  m.id = stem;
+  m.name = top.string("general.name").empty() ? stem : top.string("general.name");
+  m.family = rule->family.empty() ? m.arch : rule->family;
+  m.source = "GGUF header of " + file;
+
+  m.layers = meta.integer("block_count", 0, true);
+  if (m.layers <= 0 || m.layers > 4096) meta.bad("block_count", "is out of range");
+  m.embd = meta.integer("embedding_length", 0, true);
+  m.heads = meta.integer("attention.head_count", 0);
+  m.kv_heads_per_layer = meta.per_layer("attention.head_count_kv", m.layers);
+  m.kv_heads = m.kv_heads_per_layer.empty() ? meta.integer("attention.head_count_kv", m.heads)
+                                            : *std::max_element(m.kv_heads_per_layer.begin(), m.kv_heads_per_layer.end());
+  m.head_dim_k = meta.integer("attention.key_length", m.heads > 0 ? m.embd / m.heads : 0);
+  m.head_dim_v = meta.integer("attention.value_length", m.head_dim_k);
+  m.head_dim_k_swa = meta.integer("attention.key_length_swa", 0);
+  m.head_dim_v_swa = meta.integer("attention.value_length_swa", m.head_dim_k_swa);
+  m.ff = meta.integer("feed_forward_length", 0);
+  m.ctx_native = meta.integer("context_length", 0, true);
+
+  // sliding window / chunked attention
+  const int window = meta.integer(rule->window_key.empty() ? "attention.sliding_window" : rule->window_key, 0);
+  if (rule->swa_pattern > 0 || meta.has("attention.sliding_window_pattern")) {
+    m.sliding_layers = meta.per_layer("attention.sliding_window_pattern", m.layers);
+    if (window > 0) m.swa = SlidingWindow{window, rule->swa_pattern, rule->chunked};
+  }
+  if (meta.has("attention.shared_kv_layers")) m.shared_kv_from = m.layers - meta.integer("attention.shared_kv_layers", 0);
+
+  if (meta.has("expert_count") && meta.integer("expert_count", 0) > 0) {
+    Moe moe;
+    moe.experts = meta.integer("expert_count", 0);
+    moe.experts_used = meta.integer("expert_used_count", 0);
+    moe.expert_ff = meta.integer("expert_feed_forward_length", m.ff);
+    moe.shared_ff = meta.integer("expert_shared_feed_forward_length", 0);
+    m.moe = moe;
+  }
+  if (rule->mla) {
+    Mla mla;
+    mla.kv_lora_rank = meta.integer("attention.kv_lora_rank", 0, true);
+    mla.rope_dim = meta.integer("rope.dimension_count", 0, true);
+    // Without key_length_mla the GGUF predates MLA conversion: llama.cpp caches plain MHA K and V.
+    mla.legacy = !meta.has("attention.key_length_mla");
+    mla.nope_dim = mla.legacy ? m.head_dim_k - mla.rope_dim : meta.integer("attention.key_length_mla", 0) - mla.rope_dim;
+    mla.v_head_dim = mla.legacy ? m.head_dim_v : meta.integer("attention.value_length_mla", 0);
+    m.mla = mla;
+  }
+  if (!rule->recurrent.empty()) {
+    Recurrent r;
+    r.kind = rule->recurrent;
+    r.d_conv = meta.integer("ssm.conv_kernel", 0);
+    r.d_inner = meta.integer("ssm.inner_size", 0);
+    r.d_state = meta.integer("ssm.state_size", 0);
+    r.n_group = meta.integer("ssm.group_count", 0);
+    r.head_size = meta.integer("wkv.head_size", 0);
+    r.token_shift_count = meta.integer("token_shift_count", 2);
+    r.l_cache = meta.integer("shortconv.l_cache", 0);
+    if (rule->attention == "kv_heads") {
+      for (int il = 0; il < m.layers; ++il)
+        if (m.kv_heads_at(il) > 0) r.attention_layers.push_back(il);
+      if (r.attention_layers.empty()) r.attention_layers.push_back(-1);  // no attention layer at all
+    } else if (rule->attention == "interval") {
+      r.attention_every = meta.integer("full_attention_interval", rule->attention_interval);
+      if (r.attention_every <= 0) meta.bad("full_attention_interval", "must be positive");
+      r.attention_offset = r.attention_every - 1;
+    }
+    const bool mamba_like = r.kind == "mamba" || r.kind == "mamba2" || r.kind == "gdn";
+    if (mamba_like && (r.d_conv <= 0 || r.d_inner <= 0 || r.d_state <= 0)) meta.bad("ssm.*", "is missing (conv_kernel, inner_size, state_size)");
+    if ((r.kind == "rwkv6" || r.kind == "rwkv7") && r.head_size <= 0) meta.bad("wkv.head_size", "is missing");
+    if (r.kind == "lfm2" && r.l_cache <= 0) meta.bad("shortconv.l_cache", "is missing");
+    m.recurrent = r;
+  }
+
+  // Tensors: every split's, with the exact ggml type; file bytes must hold the tensor data.
+  std::int64_t params = 0;
+  bool has_output = false;
+  for (size_t i = 0; i < splits.size(); ++i) {
+    for (const auto& t : splits[i].tensors) {
+      const GgmlType* type = nullptr;
+      for (const auto& g : engine.ggml_types)
+        if (static_cast<std::uint32_t>(g.id) == t.type) type = &g;
+      if (!type) throw InputError(paths[i], t.name, fmt::format("tensor has ggml type {}, which kvplan does not know", t.type));
+      if (t.ne[0] % type->block != 0)
+        throw InputError(paths[i], t.name, fmt::format("row of {} is not a multiple of {}'s block {}", t.ne[0], type->name, type->block));
+      std::int64_t rows = 1;
+      for (size_t d = 1; d < t.ne.size(); ++d) rows *= t.ne[d];
+      const auto bytes = static_cast<std::uint64_t>(type->row_size(t.ne[0]) * rows);
+      if (t.offset % splits[i].alignment != 0 || splits[i].data_offset + t.offset + bytes > splits[i].file_size)
+        throw InputError(paths[i], t.name, "tensor data lies outside the file (truncated or corrupt)");
+      params += t.ne[0] * rows;
+      has_output |= t.name == "output.weight";
+      if (t.name == "token_embd.weight" && t.ne.size() >= 2) m.vocab = static_cast<int>(t.ne[1]);
+      m.file_tensors.push_back({t.name, type->name, t.ne[0], rows, is_input_tensor(t.name)});
+    }
+  }
+  if (m.file_tensors.empty()) throw InputError(file, "", "the GGUF holds no tensors");
+  if (m.vocab <= 0) throw InputError(file, "token_embd.weight", "is missing: cannot tell the vocabulary size");
+  // A tied model has no output tensor: llama.cpp duplicates token_embd for the output on the GPU.
+  if (!has_output) {
+    for (const auto& t : m.file_tensors)
+      if (t.name == "token_embd.weight") {
+        m.file_tensors.push_back({"output.weight (copy of token_embd)", t.type, t.ne0, t.nrows, false});
+        m.tied_embeddings = true;
+        break;
+      }
+  }
+  m.params = params;
+
+  // The file's weight format (general.file_type), so --weights can be checked against it.
+  if (const Value* ft = h.metadata.count("general.file_type") ? &h.metadata.at("general.file_type") : nullptr) {
+    std::int64_t id = -1;
+    if (const auto* i = std::get_if<std::int64_t>(ft)) id = *i;
+    if (const auto* u = std::get_if<std::uint64_t>(ft)) id = static_cast<std::int64_t>(*u);
+    for (const auto& f : catalog.weight_formats)
+      if (f.ftype >= 0 && f.ftype == id) m.file_format = f.id;
+    if (m.file_format.empty()) m.file_format = fmt::format("ftype {}", id);
+  } else {
+    m.file_format = "GGUF";
+  }
+  return m;
+}
+
+}  // namespace kvplan

@@ -1,0 +1,250 @@
+// kvplan --model PATH: a GGUF file (split files followed), a Hugging Face config.json, or a folder.
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "kvplan/error.hpp"
+#include "kvplan/memory.hpp"
+#include "kvplan/model_file.hpp"
+
+namespace kvplan {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+bool has_gguf_magic(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  char magic[4] = {};
+  in.read(magic, 4);
+  return in.gcount() == 4 && std::string(magic, 4) == "GGUF";
+}
+
+// "name-00001-of-00003.gguf" -> every split, in order (llama.cpp's llama_split_path convention).
+std::vector<std::string> split_paths(const fs::path& first, const GgufHeader& h) {
+  auto it = h.metadata.find("split.count");
+  std::uint64_t count = 1;
+  if (it != h.metadata.end()) {
+    if (const auto* i = std::get_if<std::int64_t>(&it->second)) count = static_cast<std::uint64_t>(std::max<std::int64_t>(1, *i));
+  }
+  if (count <= 1) return {first.string()};
+  static const std::regex pattern(R"((.*)-(\d{5})-of-(\d{5})\.gguf$)");
+  std::smatch match;
+  const std::string name = first.string();
+  if (!std::regex_match(name, match, pattern) || std::stoull(match[2]) != 1)
+    throw InputError("--model", name, fmt::format("is one of {} split files; give the first (-00001-of-{:05d}.gguf)", count, count));
+  if (count > 9999 || std::stoull(match[3]) != count)
+    throw InputError("--model", name, fmt::format("split.count is {} but the name says {}", count, match[3].str()));
+  std::vector<std::string> out;
+  for (std::uint64_t i = 1; i <= count; ++i) out.push_back(fmt::format("{}-{:05d}-of-{:05d}.gguf", match[1].str(), i, count));
+  return out;
+}
+
+std::shared_ptr<const ModelSpec> load_gguf(const fs::path& path, const Catalog& catalog, const EngineSpec& engine) {
+  const GgufHeader first = read_gguf_header(path.string());
+  std::vector<std::string> paths = split_paths(path, first);
+  std::vector<GgufHeader> headers = {first};
+  for (size_t i = 1; i < paths.size(); ++i) {
+    std::error_code ec;
+    if (!fs::exists(paths[i], ec)) throw InputError("--model", paths[i], "split file is missing");
+    headers.push_back(read_gguf_header(paths[i]));
+  }
+  return std::make_shared<const ModelSpec>(model_from_gguf(headers, paths, catalog, engine));
+}
+
+// ---- config.json ----
+
+struct ConfigReader {
+  const json& cfg;
+  ModelSpec& m;
+  std::string file;
+
+  const json* find(std::initializer_list<const char*> keys) const {
+    for (const char* k : keys)
+      if (cfg.contains(k) && !cfg[k].is_null()) return &cfg[k];
+    return nullptr;
+  }
+  int integer(std::initializer_list<const char*> keys, int fallback, const char* assumed_why) {
+    if (const json* v = find(keys)) {
+      if (!v->is_number_integer() || v->get<long long>() < 0 || v->get<long long>() > 1'000'000'000)
+        throw InputError(file, *keys.begin(), "config.json field is not a non-negative integer");
+      m.fields_used.push_back(*keys.begin());
+      return v->get<int>();
+    }
+    if (!assumed_why) throw InputError(file, *keys.begin(), "config.json lacks a required field");
+    m.fields_assumed.push_back(fmt::format("{} = {} ({})", *keys.begin(), fallback, assumed_why));
+    return fallback;
+  }
+  bool boolean(const char* key, bool fallback, const char* assumed_why) {
+    if (const json* v = find({key}); v && v->is_boolean()) {
+      m.fields_used.push_back(key);
+      return v->get<bool>();
+    }
+    m.fields_assumed.push_back(fmt::format("{} = {} ({})", key, fallback ? "true" : "false", assumed_why));
+    return fallback;
+  }
+};
+
+// Hugging Face model_type -> llama.cpp architecture (convert_hf_to_gguf.py's choices).
+const std::map<std::string, std::string>& hf_arch_map() {
+  static const std::map<std::string, std::string> map = {
+      {"llama", "llama"},       {"mistral", "llama"},        {"mixtral", "llama"},     {"qwen2", "qwen2"},
+      {"qwen3", "qwen3"},       {"qwen3_moe", "qwen3moe"},   {"gemma2", "gemma2"},     {"gemma3", "gemma3"},
+      {"gemma3_text", "gemma3"}, {"phi3", "phi3"},           {"gpt_oss", "gpt-oss"},   {"olmo2", "olmo2"},
+      {"cohere", "command-r"},  {"cohere2", "cohere2"},      {"glm4", "glm4"},         {"deepseek_v2", "deepseek2"},
+      {"deepseek_v3", "deepseek2"}, {"qwen3_next", "qwen3next"}, {"mistral3", "mistral3"}};
+  return map;
+}
+
+std::shared_ptr<const ModelSpec> load_config(const fs::path& config, const Catalog& catalog, const EngineSpec& engine) {
+  std::ifstream in(config);
+  if (!in) throw InputError("--model", config.string(), "cannot open the file");
+  json root;
+  try {
+    root = json::parse(in);
+  } catch (const json::parse_error& e) {
+    throw InputError(config.string(), "", fmt::format("malformed JSON at byte {}: {}", e.byte, e.what()));
+  }
+  if (!root.is_object()) throw InputError(config.string(), "", "config.json must be a JSON object");
+  const json& cfg = root.contains("text_config") && root["text_config"].is_object() ? root["text_config"] : root;
+  const std::string model_type = root.value("model_type", cfg.value("model_type", std::string()));
+  const auto arch_it = hf_arch_map().find(model_type);
+  if (arch_it == hf_arch_map().end()) {
+    std::vector<std::string> known;
+    for (const auto& [k, v] : hf_arch_map()) known.push_back(k);
+    throw InputError(config.string(), model_type.empty() ? "(none)" : model_type,
+                     "model_type is not one kvplan reads from config.json (use the GGUF file instead)", known,
+                     closest_match(model_type, known));
+  }
+  ModelSpec m;
+  ConfigReader r{cfg, m, config.string()};
+  m.arch = arch_it->second;
+  const EngineSpec::ArchRule* rule = engine.arch(m.arch);
+  m.family = rule && !rule->family.empty() ? rule->family : m.arch;
+  m.id = config.parent_path().filename().string();
+  if (m.id.empty()) m.id = "config";
+  m.name = root.value("_name_or_path", m.id);
+  m.source = "config.json at " + config.string();
+  m.file_paths = {config.string()};
+  m.layers = r.integer({"num_hidden_layers", "n_layer"}, 0, nullptr);
+  m.embd = r.integer({"hidden_size", "n_embd"}, 0, nullptr);
+  m.heads = r.integer({"num_attention_heads", "n_head"}, 0, nullptr);
+  m.kv_heads = r.integer({"num_key_value_heads"}, m.heads, "no GQA field: one KV head per query head");
+  m.head_dim_k = r.integer({"head_dim"}, m.heads > 0 ? m.embd / m.heads : 0, "hidden_size / num_attention_heads");
+  m.head_dim_v = m.head_dim_k;
+  m.ff = r.integer({"intermediate_size"}, 0, "no dense FFN");
+  m.vocab = r.integer({"vocab_size"}, 0, nullptr);
+  m.ctx_native = r.integer({"max_position_embeddings"}, 0, nullptr);
+  m.tied_embeddings = r.boolean("tie_word_embeddings", false, "transformers' default");
+  m.qkv_bias = m.arch == "qwen2" || r.boolean("attention_bias", false, "transformers' default");
+  m.qk_norm = m.arch == "qwen3" || m.arch == "qwen3moe" || m.arch == "gemma3" || m.arch == "olmo2";
+  m.post_norms = m.arch == "gemma2" || m.arch == "gemma3" || m.arch == "olmo2";
+  m.attn_sinks = m.arch == "gpt-oss";
+  if (m.heads > 0 && m.kv_heads > 0 && m.heads % m.kv_heads != 0)
+    throw InputError(config.string(), "num_key_value_heads", "must divide num_attention_heads");
+  const int experts = r.integer({"num_local_experts", "num_experts", "n_routed_experts"}, 0, "dense model");
+  if (experts > 0) {
+    Moe moe;
+    moe.experts = experts;
+    moe.experts_used = r.integer({"num_experts_per_tok", "experts_per_token"}, 0, nullptr);
+    moe.expert_ff = r.integer({"moe_intermediate_size"}, m.ff, "intermediate_size");
+    moe.shared_ff = r.integer({"shared_expert_intermediate_size"}, 0, "no shared expert");
+    m.moe = moe;
+  }
+  // Sliding window as llama.cpp applies it to this architecture.
+  if (rule && rule->swa_pattern > 0) {
+    const bool enabled = !cfg.contains("use_sliding_window") || cfg["use_sliding_window"].is_null() || cfg.value("use_sliding_window", true);
+    const int window = r.integer({"sliding_window"}, 0, "no sliding window");
+    if (enabled && window > 0) m.swa = SlidingWindow{window, rule->swa_pattern, rule->chunked};
+  }
+  if (rule && rule->mla) {
+    Mla mla;
+    mla.kv_lora_rank = r.integer({"kv_lora_rank"}, 0, nullptr);
+    mla.rope_dim = r.integer({"qk_rope_head_dim"}, 0, nullptr);
+    mla.nope_dim = r.integer({"qk_nope_head_dim"}, 0, nullptr);
+    mla.v_head_dim = r.integer({"v_head_dim"}, 0, nullptr);
+    m.mla = mla;  // convert_hf_to_gguf.py writes the MLA metadata: the latent cache
+  }
+  if (rule && !rule->recurrent.empty()) {
+    Recurrent rec;
+    rec.kind = rule->recurrent;
+    rec.d_conv = r.integer({"linear_conv_kernel_dim", "conv_kernel", "d_conv"}, 0, nullptr);
+    const int v_heads = r.integer({"linear_num_value_heads"}, 0, nullptr);
+    const int v_dim = r.integer({"linear_value_head_dim"}, 0, nullptr);
+    rec.d_inner = v_heads * v_dim;
+    rec.d_state = r.integer({"linear_key_head_dim"}, 0, nullptr);
+    rec.n_group = r.integer({"linear_num_key_heads"}, 0, nullptr);
+    rec.attention_every = r.integer({"full_attention_interval"}, rule->attention_interval, "llama.cpp's default");
+    rec.attention_offset = rec.attention_every - 1;
+    m.recurrent = rec;
+  }
+  if (const json* rs = r.find({"rope_scaling"}); rs && rs->is_object()) {
+    const std::string type = rs->value("rope_type", rs->value("type", std::string()));
+    const double factor = rs->value("factor", 0.0);
+    const int orig = rs->value("original_max_position_embeddings", 0);
+    if ((type == "yarn" || type == "linear") && factor > 1) {
+      m.rope_scaling = RopeScaling{type, factor, orig > 0 ? orig : m.ctx_native};
+      m.fields_used.push_back("rope_scaling");
+      // When the config already states the extended window, that is what the model runs natively.
+      if (orig > 0 && orig < m.ctx_native) {
+        m.ctx_native = orig;
+        m.ctx_extended = static_cast<int>(orig * factor);
+      } else {
+        m.ctx_extended = static_cast<int>(m.ctx_native * factor);
+      }
+    }
+  }
+  // Parameters: the safetensors index total_size (bytes) over the checkpoint dtype, else computed later.
+  const fs::path index = config.parent_path() / "model.safetensors.index.json";
+  std::error_code ec;
+  if (fs::exists(index, ec)) {
+    std::ifstream idx(index);
+    const json j = json::parse(idx, nullptr, false);
+    if (!j.is_discarded() && j.contains("metadata") && j["metadata"].contains("total_size") && j["metadata"]["total_size"].is_number()) {
+      const std::string dtype = root.value("torch_dtype", root.value("dtype", std::string("bfloat16")));
+      const double bytes_per = dtype == "float32" ? 4 : 2;
+      m.params = static_cast<std::int64_t>(j["metadata"]["total_size"].get<double>() / bytes_per);
+      m.fields_used.push_back("model.safetensors.index.json metadata.total_size");
+    }
+  }
+  if (m.params == 0) {
+    // Σ of the recipe's tensors (the same shapes the weights are sized from).
+    const WeightFormat* f16 = catalog.find_weight_format("F16");
+    if (f16 && !m.mla && !m.recurrent) {
+      for (const auto& t : weight_tensors(m, *f16, engine)) m.params += t.ne0 * t.nrows;
+      m.fields_assumed.push_back("parameter count computed from the tensor shapes (no safetensors index)");
+    } else {
+      throw InputError(config.string(), "total_size", "no model.safetensors.index.json beside config.json to count the parameters");
+    }
+  }
+  if (m.layers <= 0 || m.embd <= 0 || m.vocab <= 0 || m.ctx_native <= 0)
+    throw InputError(config.string(), "", "config.json has a zero layer count, width, vocabulary or context");
+  return std::make_shared<const ModelSpec>(std::move(m));
+}
+
+}  // namespace
+
+std::shared_ptr<const ModelSpec> load_model_file(const std::string& path, const Catalog& catalog, const std::string& engine_id) {
+  const EngineSpec& engine = catalog.engine(engine_id);
+  fs::path p(path);
+  std::error_code ec;
+  if (fs::is_directory(p, ec)) {
+    std::vector<fs::path> ggufs;
+    for (const auto& e : fs::directory_iterator(p, ec))
+      if (e.path().extension() == ".gguf") ggufs.push_back(e.path());
+    if (fs::exists(p / "config.json", ec)) return load_config(p / "config.json", catalog, engine);
+    if (ggufs.size() == 1) return load_gguf(ggufs.front(), catalog, engine);
+    throw InputError("--model", path, "folder has no config.json (and not exactly one .gguf)");
+  }
+  if (!fs::is_regular_file(p, ec)) throw InputError("--model", path, "is not a file or folder");
+  if (has_gguf_magic(p)) return load_gguf(p, catalog, engine);
+  if (p.extension() == ".json") return load_config(p, catalog, engine);
+  if (p.extension() == ".gguf") throw InputError("--model", path, "not a valid GGUF file: no GGUF magic");
+  throw InputError("--model", path, "is neither a GGUF file nor a config.json");
+}
+
+}  // namespace kvplan

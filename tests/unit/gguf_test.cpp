@@ -1,0 +1,253 @@
+// GGUF input: hostile-input handling and the model read from it, against hand-computed bytes.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+
+#include "gguf_writer.hpp"
+#include "helpers.hpp"
+
+using namespace kvplan;
+namespace fs = std::filesystem;
+
+namespace {
+constexpr std::uint32_t F32 = 0, F16 = 1, Q8_0 = 8;
+
+// A 2-layer llama: n_embd 256, 4 heads, 2 KV heads (head 64), ff 512, vocab 1000; f16 matrices, q8_0 FFN.
+kvtest::GgufBuilder tiny_llama(bool with_output = true) {
+  kvtest::GgufBuilder g;
+  g.str("general.architecture", "llama");
+  g.str("general.name", "tiny");
+  g.u32("general.file_type", 7);
+  g.u32("llama.block_count", 2);
+  g.u32("llama.embedding_length", 256);
+  g.u32("llama.attention.head_count", 4);
+  g.u32("llama.attention.head_count_kv", 2);
+  g.u32("llama.feed_forward_length", 512);
+  g.u32("llama.context_length", 4096);
+  g.tensor("token_embd.weight", F16, {256, 1000}, 256 * 1000 * 2);
+  for (int i = 0; i < 2; ++i) {
+    const std::string b = "blk." + std::to_string(i) + ".";
+    g.tensor(b + "attn_norm.weight", F32, {256}, 1024);
+    g.tensor(b + "attn_q.weight", F16, {256, 256}, 131072);
+    g.tensor(b + "attn_k.weight", F16, {256, 128}, 65536);
+    g.tensor(b + "attn_v.weight", F16, {256, 128}, 65536);
+    g.tensor(b + "attn_output.weight", F16, {256, 256}, 131072);
+    g.tensor(b + "ffn_norm.weight", F32, {256}, 1024);
+    g.tensor(b + "ffn_gate.weight", Q8_0, {256, 512}, 256 / 32 * 34 * 512);
+    g.tensor(b + "ffn_up.weight", Q8_0, {256, 512}, 256 / 32 * 34 * 512);
+    g.tensor(b + "ffn_down.weight", Q8_0, {512, 256}, 512 / 32 * 34 * 256);
+  }
+  g.tensor("output_norm.weight", F32, {256}, 1024);
+  if (with_output) g.tensor("output.weight", F16, {256, 1000}, 512000);
+  return g;
+}
+
+std::string temp(const std::string& name) { return (fs::temp_directory_path() / ("kvplan_gguf_" + name)).string(); }
+
+void expect_input_error(const std::vector<std::uint8_t>& b, const std::string& fragment) {
+  try {
+    parse_gguf_header(b.data(), b.size(), b.size(), "test.gguf");
+    FAIL("accepted: " << fragment);
+  } catch (const InputError& e) {
+    INFO(e.what());
+    CHECK(std::string(e.what()).find(fragment) != std::string::npos);
+  }
+}
+}  // namespace
+
+TEST_CASE("a GGUF header gives the architecture and the exact tensors") {
+  const std::string path = temp("tiny.gguf");
+  tiny_llama().write(path);
+  const auto spec = load_model_file(path, kvtest::catalog());
+  CHECK(spec->arch == "llama");
+  CHECK(spec->name == "tiny");
+  CHECK(spec->layers == 2);
+  CHECK(spec->embd == 256);
+  CHECK(spec->heads == 4);
+  CHECK(spec->kv_heads == 2);
+  CHECK(spec->head_dim_k == 64);
+  CHECK(spec->vocab == 1000);
+  CHECK(spec->ctx_native == 4096);
+  CHECK(spec->file_format == "Q8_0");
+  CHECK_FALSE(spec->tied_embeddings);
+  // Weights on CUDA: every tensor but token_embd, each padded to 128 B. A q8_0 row of 256 is 272 B;
+  // gate/up (ne0 256, not a multiple of 512) get one tail of row(q8_0, 256) = 272 B; down (ne0 512) none.
+  //   per layer: norms 2×1024, q/o 2×131072, k/v 2×65536,
+  //   gate/up 2×PAD(272·512 + 272, 128) = 2×139648, down 544·256 = 139264
+  //   = 2048 + 262144 + 131072 + 279296 + 139264 = 813824; ×2 layers = 1627648; + output_norm 1024 + output 512000
+  const auto w = weight_bytes(*spec, kvtest::catalog().weight_format("Q8_0"), kvtest::engine(), kvtest::cuda());
+  CHECK(w.device.bytes == 1627648 + 1024 + 512000);
+  CHECK(w.device.unpadded == 2 * (2048 + 262144 + 131072 + 3 * 139264) + 1024 + 512000);
+  CHECK(w.device.accuracy == Accuracy::exact);
+  CHECK(w.host.bytes == 512000);  // token_embd in RAM
+  // KV: 2 layers × 128 wide f16 K and V at 4096 cells = 2·2·4096·256 B = 4 MiB
+  Request r;
+  r.gpu = "8GB";
+  r.model = path;
+  r.model_spec = spec;
+  r.ctx_size = 4096;
+  r.cache_type_k = r.cache_type_v = "f16";
+  r.flash_attn = "on";
+  const Plan p = plan(kvtest::catalog(), r);
+  REQUIRE(p.fits());
+  CHECK(p.options.front().sum("k_cache") + p.options.front().sum("v_cache") == 4LL << 20);
+  CHECK(p.options.front().weights == "Q8_0");
+  r.weights = "Q4_K_M";
+  CHECK_THROWS_AS(plan(kvtest::catalog(), r), InputError);  // --weights disagrees with the file
+  fs::remove(path);
+}
+
+TEST_CASE("a tied GGUF copies token_embd to the GPU as the output") {
+  const std::string path = temp("tied.gguf");
+  tiny_llama(false).write(path);
+  const auto spec = load_model_file(path, kvtest::catalog());
+  CHECK(spec->tied_embeddings);
+  const auto w = weight_bytes(*spec, kvtest::catalog().weight_format("Q8_0"), kvtest::engine(), kvtest::cuda());
+  CHECK(w.device.bytes == 1627648 + 1024 + 512000);  // the copy replaces output.weight
+  fs::remove(path);
+}
+
+TEST_CASE("hostile GGUF input: every truncation and absurd count is a clear error, never a crash") {
+  const auto good = tiny_llama().bytes();
+  // every prefix of the header
+  for (std::size_t n = 0; n < 1200; n += 7) {
+    std::vector<std::uint8_t> cut(good.begin(), good.begin() + static_cast<long>(n));
+    CHECK_THROWS_AS(parse_gguf_header(cut.data(), cut.size(), cut.size(), "cut.gguf"), InputError);
+  }
+  auto bad = good;
+  std::memcpy(bad.data(), "GGML", 4);
+  expect_input_error(bad, "no GGUF magic");
+  bad = good;
+  bad[4] = 9;  // version
+  expect_input_error(bad, "unsupported version 9");
+  bad = good;
+  const std::uint64_t huge = 1ULL << 60;
+  std::memcpy(bad.data() + 16, &huge, 8);  // metadata count
+  expect_input_error(bad, "metadata entries cannot fit");
+  bad = good;
+  std::memcpy(bad.data() + 8, &huge, 8);  // tensor count
+  expect_input_error(bad, "tensors cannot fit");
+  kvtest::GgufBuilder arr;
+  arr.u32_array("x", {1, 2, 3});
+  auto a = arr.bytes();
+  std::memcpy(a.data() + 24 + 8 + 1 + 4 + 4, &huge, 8);  // the array's length
+  expect_input_error(a, "cannot fit in the file");
+}
+
+TEST_CASE("tensor data past the end of the file is refused") {
+  auto b = tiny_llama().bytes();
+  b.resize(b.size() - 4096);
+  const std::string path = temp("short.gguf");
+  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
+  try {
+    load_model_file(path, kvtest::catalog());
+    FAIL("accepted a truncated file");
+  } catch (const InputError& e) {
+    CHECK(std::string(e.what()).find("outside the file") != std::string::npos);
+  }
+  fs::remove(path);
+}
+
+TEST_CASE("split GGUF files are read together") {
+  auto g1 = tiny_llama();
+  g1.u32("split.count", 2);
+  // the second split holds one more tensor-less header with the same split.count
+  kvtest::GgufBuilder g2;
+  g2.u32("split.count", 2);
+  g2.tensor("extra.weight", F32, {256}, 1024);
+  const std::string base = temp("split");
+  g1.write(base + "-00001-of-00002.gguf");
+  g2.write(base + "-00002-of-00002.gguf");
+  const auto spec = load_model_file(base + "-00001-of-00002.gguf", kvtest::catalog());
+  CHECK(spec->file_paths.size() == 2);
+  CHECK(spec->file_tensors.size() == 2 * 9 + 3 + 1);
+  fs::remove(base + "-00002-of-00002.gguf");
+  CHECK_THROWS_AS(load_model_file(base + "-00001-of-00002.gguf", kvtest::catalog()), InputError);  // a split is missing
+  fs::remove(base + "-00001-of-00002.gguf");
+}
+
+TEST_CASE("MLA GGUF: one 576-wide latent K per layer and no V (formulas.md §7.4, PR #19067)") {
+  kvtest::GgufBuilder g;
+  g.str("general.architecture", "deepseek2");
+  g.u32("deepseek2.block_count", 27);
+  g.u32("deepseek2.embedding_length", 2048);
+  g.u32("deepseek2.attention.head_count", 16);
+  g.u32("deepseek2.attention.head_count_kv", 1);
+  g.u32("deepseek2.attention.key_length", 576);
+  g.u32("deepseek2.attention.value_length", 512);
+  g.u32("deepseek2.attention.key_length_mla", 192);
+  g.u32("deepseek2.attention.value_length_mla", 128);
+  g.u32("deepseek2.attention.kv_lora_rank", 512);
+  g.u32("deepseek2.rope.dimension_count", 64);
+  g.u32("deepseek2.context_length", 163840);
+  g.tensor("token_embd.weight", F16, {2048, 102400}, 2048ULL * 102400 * 2);
+  const std::string path = temp("mla.gguf");
+  g.write(path);
+  const auto spec = load_model_file(path, kvtest::catalog());
+  REQUIRE(spec->mla);
+  CHECK_FALSE(spec->mla->legacy);
+  const auto s = context_shape(*spec, kvtest::engine(), 32768, 1, false, 512, 2048, false);
+  const auto kv = kv_cache_bytes(*spec, kvtest::engine(), s, kvtest::type("f16"), kvtest::type("f16"), true, kvtest::cuda());
+  CHECK(kv.k.bytes == 1019215872LL);  // 972.0 MiB
+  CHECK(kv.v.bytes == 0);
+  const auto q8 = kv_cache_bytes(*spec, kvtest::engine(), s, kvtest::type("q8_0"), kvtest::type("q8_0"), true, kvtest::cuda());
+  CHECK(q8.k.unpadded == 541458432LL);  // 516.375 MiB
+  CHECK(q8.k.bytes == 541472256LL);     // CUDA: 576 % 512 != 0 adds 476 B per layer, then PAD 128
+  fs::remove(path);
+}
+
+TEST_CASE("recurrent state: f32 per sequence, independent of context (formulas.md §1.2, §7.5)") {
+  // A Qwen3-Next-shaped hybrid: 48 layers, attention every 4th (12 layers, 2 KV heads × 256),
+  // 36 gated delta-net layers with d_conv 4, d_inner 4096, d_state 128, n_group 16.
+  kvtest::GgufBuilder g;
+  g.str("general.architecture", "qwen3next");
+  g.u32("qwen3next.block_count", 48);
+  g.u32("qwen3next.embedding_length", 2048);
+  g.u32("qwen3next.attention.head_count", 16);
+  g.u32("qwen3next.attention.head_count_kv", 2);
+  g.u32("qwen3next.attention.key_length", 256);
+  g.u32("qwen3next.attention.value_length", 256);
+  g.u32("qwen3next.context_length", 262144);
+  g.u32("qwen3next.ssm.conv_kernel", 4);
+  g.u32("qwen3next.ssm.inner_size", 4096);
+  g.u32("qwen3next.ssm.state_size", 128);
+  g.u32("qwen3next.ssm.group_count", 16);
+  g.tensor("token_embd.weight", F16, {2048, 1000}, 2048 * 1000 * 2);
+  const std::string path = temp("hybrid.gguf");
+  g.write(path);
+  const auto spec = load_model_file(path, kvtest::catalog());
+  REQUIRE(spec->recurrent);
+  int attention = 0;
+  for (int il = 0; il < 48; ++il) attention += !spec->is_recurrent(il);
+  CHECK(attention == 12);
+  for (int n_seq : {1, 4}) {
+    const auto s = context_shape(*spec, kvtest::engine(), 32768, n_seq, true, 512, 2048, false);
+    const auto kv = kv_cache_bytes(*spec, kvtest::engine(), s, kvtest::type("f16"), kvtest::type("f16"), true, kvtest::cuda());
+    // per sequence and layer: r = 3·(4096 + 2·16·128) = 24576 f32, s = 128·4096 = 524288 f32
+    CHECK(kv.state.unpadded == 36LL * n_seq * (24576 + 524288) * 4);  // 75.4 MiB per sequence
+    CHECK(kv.k.bytes + kv.v.bytes == 768LL << 20);                  // 12 · 32768 · (512+512) · 2 B
+  }
+  fs::remove(path);
+}
+
+TEST_CASE("config.json input: fields used and assumed are reported") {
+  const fs::path dir = fs::temp_directory_path() / "kvplan_config_test";
+  fs::create_directories(dir);
+  std::ofstream(dir / "config.json") << R"({"model_type": "qwen2", "num_hidden_layers": 64, "hidden_size": 5120,
+    "num_attention_heads": 40, "num_key_value_heads": 8, "intermediate_size": 27648, "vocab_size": 152064,
+    "max_position_embeddings": 32768, "tie_word_embeddings": false, "torch_dtype": "bfloat16"})";
+  const auto spec = load_model_file(dir.string(), kvtest::catalog());
+  CHECK(spec->arch == "qwen2");
+  CHECK(spec->head_dim_k == 128);
+  CHECK(spec->params > 32'000'000'000LL);
+  CHECK(std::find(spec->fields_used.begin(), spec->fields_used.end(), "num_key_value_heads") != spec->fields_used.end());
+  CHECK_FALSE(spec->fields_assumed.empty());  // head_dim and the parameter count were derived
+  const auto s = context_shape(*spec, kvtest::engine(), 32768, 1, false, 512, 2048, false);
+  const auto kv = kv_cache_bytes(*spec, kvtest::engine(), s, kvtest::type("q8_0"), kvtest::type("q8_0"), true, kvtest::cuda());
+  CHECK(kv.k.bytes + kv.v.bytes == 4563402752LL);  // the same as the catalog's Qwen2.5-Coder-32B
+  std::ofstream(dir / "config.json") << R"({"model_type": "qwen2", "num_hidden_layers": )";
+  CHECK_THROWS_AS(load_model_file(dir.string(), kvtest::catalog()), InputError);
+  std::ofstream(dir / "config.json") << R"({"model_type": "bert"})";
+  CHECK_THROWS_AS(load_model_file(dir.string(), kvtest::catalog()), InputError);
+  fs::remove_all(dir);
+}
