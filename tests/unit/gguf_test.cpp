@@ -251,3 +251,68 @@ TEST_CASE("config.json input: fields used and assumed are reported") {
   CHECK_THROWS_AS(load_model_file(dir.string(), kvtest::catalog()), InputError);
   fs::remove_all(dir);
 }
+
+namespace {
+std::vector<std::uint8_t> read_all(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+}  // namespace
+
+TEST_CASE("fuzz crash corpus replays cleanly") {
+  // Every input libFuzzer ever found (tests/fuzz/crashes/) and every seed must parse or be refused.
+  int files = 0;
+  for (const char* dir : {"tests/fuzz/crashes", "tests/fuzz/seeds"}) {
+    const fs::path d = fs::path(KVPLAN_SOURCE_DIR) / dir;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(d, ec)) {
+      if (!e.is_regular_file() || e.path().extension() == ".md") continue;
+      const auto b = read_all(e.path());
+      INFO(e.path().string());
+      ++files;
+      try {
+        const GgufHeader h = parse_gguf_header(b.data(), b.size(), b.size(), e.path().string());
+        (void)model_from_gguf({h}, {e.path().string()}, kvtest::catalog(), kvtest::engine());
+      } catch (const InputError&) {
+      }
+    }
+  }
+  CHECK(files > 0);
+}
+
+TEST_CASE("write fuzz seeds", "[.write-seeds]") {
+  // Run by hand (kvplan_tests "[.write-seeds]") to refresh tests/fuzz/seeds/.
+  const fs::path d = fs::path(KVPLAN_SOURCE_DIR) / "tests/fuzz/seeds";
+  fs::create_directories(d);
+  kvtest::GgufBuilder small;
+  small.str("general.architecture", "llama");
+  small.u32("llama.block_count", 1);
+  small.u32("llama.embedding_length", 64);
+  small.u32("llama.attention.head_count", 2);
+  small.u32("llama.attention.head_count_kv", 1);
+  small.u32("llama.context_length", 256);
+  small.u32_array("llama.attention.sliding_window_pattern", {1});
+  small.tensor("token_embd.weight", 1, {64, 8}, 64 * 8 * 2);
+  small.tensor("blk.0.attn_q.weight", 8, {64, 64}, 64 / 32 * 34 * 64);
+  small.write((d / "llama-small.gguf").string());
+  kvtest::GgufBuilder mla;
+  mla.str("general.architecture", "deepseek2");
+  for (auto [k, v] : std::initializer_list<std::pair<const char*, std::uint32_t>>{
+           {"deepseek2.block_count", 2}, {"deepseek2.embedding_length", 64}, {"deepseek2.attention.head_count", 2},
+           {"deepseek2.attention.head_count_kv", 1}, {"deepseek2.attention.key_length", 96}, {"deepseek2.attention.value_length", 64},
+           {"deepseek2.attention.key_length_mla", 48}, {"deepseek2.attention.kv_lora_rank", 64}, {"deepseek2.rope.dimension_count", 32},
+           {"deepseek2.context_length", 512}})
+    mla.u32(k, v);
+  mla.tensor("token_embd.weight", 0, {64, 4}, 64 * 4 * 4);
+  mla.write((d / "deepseek2-mla.gguf").string());
+  kvtest::GgufBuilder hybrid;
+  hybrid.str("general.architecture", "qwen3next");
+  for (auto [k, v] : std::initializer_list<std::pair<const char*, std::uint32_t>>{
+           {"qwen3next.block_count", 4}, {"qwen3next.embedding_length", 64}, {"qwen3next.attention.head_count", 2},
+           {"qwen3next.attention.head_count_kv", 1}, {"qwen3next.attention.key_length", 32}, {"qwen3next.context_length", 512},
+           {"qwen3next.ssm.conv_kernel", 4}, {"qwen3next.ssm.inner_size", 64}, {"qwen3next.ssm.state_size", 16},
+           {"qwen3next.ssm.group_count", 2}})
+    hybrid.u32(k, v);
+  hybrid.tensor("token_embd.weight", 0, {64, 4}, 64 * 4 * 4);
+  hybrid.write((d / "qwen3next-hybrid.gguf").string());
+}
