@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "kvplan/memory.hpp"
 #include "render.hpp"
 
 namespace kvplan::cli {
@@ -28,15 +29,9 @@ std::string render_inspect(const ModelSpec& m) {
                      m.heads, m.kv_heads, m.head_dim_k, m.head_dim_v, m.vocab);
   out += fmt::format("Params     {} ({:.2f}B)\n", m.params, static_cast<double>(m.params) / 1e9);
   out += fmt::format("Context    {} tokens{}\n", m.ctx_native, m.ctx_extended ? fmt::format(", {} with rope scaling", m.ctx_extended) : "");
-  int sliding = 0, recurrent = 0, none = 0;
-  for (int il = 0; il < m.layers; ++il) {
-    if (m.is_recurrent(il)) ++recurrent;
-    else if ((m.shared_kv_from > 0 && il >= m.shared_kv_from) || m.kv_heads_at(il) == 0) ++none;
-    else if (m.is_sliding(il) && !m.mla) ++sliding;
-  }
-  out += fmt::format("Layers     {} full attention, {} sliding-window{}, {} recurrent, {} without a cache\n",
-                     m.layers - sliding - recurrent - none, sliding, m.swa ? fmt::format(" ({} tokens)", m.swa->window) : "", recurrent,
-                     none);
+  const LayerCounts n = layer_counts(m);
+  out += fmt::format("Layers     {} full attention, {} sliding-window{}, {} recurrent, {} without a cache\n", n.full, n.sliding,
+                     m.swa ? fmt::format(" ({} tokens)", m.swa->window) : "", n.recurrent, n.none);
   if (m.mla)
     out += fmt::format("MLA        kv_lora_rank {}, rope {}{}\n", m.mla->kv_lora_rank, m.mla->rope_dim,
                        m.mla->legacy ? " (legacy GGUF without MLA metadata: full K and V are cached)" : "");

@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include "kvplan/error.hpp"
+#include "kvplan/memory.hpp"
 #include "render.hpp"
 
 namespace kvplan::cli {
@@ -22,14 +23,15 @@ std::string header(const Plan& p) {
   const ModelSpec& m = *p.model;
   const Pool& dev = p.pools.front();
   std::string out;
-  std::string swa;
-  if (m.swa) {
-    int n_swa = 0;
-    for (int il = 0; il < m.layers; ++il) n_swa += m.is_sliding(il);
-    swa = fmt::format(", {} of them sliding-window ({} tokens)", n_swa, m.swa->window);
-  }
-  out += fmt::format("Model    {}  ({}, {}, {} layers{}, {} KV heads x {} head size)\n", m.name, m.arch, params_text(m.params), m.layers,
-                     swa, m.kv_heads, m.head_dim_k);
+  const LayerCounts n = layer_counts(m);
+  std::string kinds;
+  if (n.sliding) kinds += fmt::format(", {} of them sliding-window ({} tokens)", n.sliding, m.swa ? m.swa->window : 0);
+  if (n.recurrent) kinds += fmt::format(", {} recurrent ({})", n.recurrent, m.recurrent->kind);
+  if (n.none) kinds += fmt::format(", {} without a cache", n.none);
+  std::string heads = n.full + n.sliding == 0 ? "no attention cache"
+                      : m.mla ? fmt::format("MLA latent cache {} wide", m.mla->kv_lora_rank + m.mla->rope_dim)
+                              : fmt::format("{} KV heads x {} head size", m.kv_heads, m.head_dim_k);
+  out += fmt::format("Model    {}  ({}, {}, {} layers{}, {})\n", m.name, m.arch, params_text(m.params), m.layers, kinds, heads);
   if (m.ctx_extended > 0 && m.rope_scaling)
     out += fmt::format("         context: native {}, extended {} with {} rope scaling x{:g}\n", m.ctx_native, m.ctx_extended,
                        m.rope_scaling->type, m.rope_scaling->factor);
@@ -60,9 +62,10 @@ struct Column {
 };
 
 std::string table(const Plan& p) {
-  const std::vector<Column> cols = {{"#", false},       {"weights", true},  {"ctx", false},     {"K", true},       {"V", true},
+  std::vector<Column> cols = {{"#", false},       {"weights", true},  {"ctx", false},     {"K", true},       {"V", true},
                                     {"FA", true},       {"weights", false}, {"K cache", false}, {"V cache", false}, {"compute", false},
                                     {"overhead", false}, {"total", false},  {"headroom", false}, {"risk (est. loss)", true}, {"reason", true}};
+  const bool has_state = std::any_of(p.options.begin(), p.options.end(), [](const Option& o) { return o.sum("state") > 0; });
   std::vector<std::vector<std::string>> rows;
   for (size_t i = 0; i < p.options.size(); ++i) {
     const Option& o = p.options[i];
@@ -73,7 +76,9 @@ std::string table(const Plan& p) {
                     gib(o.sum("weights")), gib(o.sum("k_cache") + o.sum("swa_k_cache")), gib(o.sum("v_cache") + o.sum("swa_v_cache")),
                     gib(o.sum("compute")), gib(p.pools.front().overhead.bytes), gib(o.usage(dev).total),
                     gib(o.usage(dev).headroom), loss_text(o.quality), o.reason});
+    if (has_state) rows.back().insert(rows.back().begin() + 9, gib(o.sum("state")));
   }
+  if (has_state) cols.insert(cols.begin() + 9, Column{"state", false});
   std::vector<size_t> width(cols.size());
   for (size_t c = 0; c < cols.size(); ++c) {
     width[c] = cols[c].title.size();

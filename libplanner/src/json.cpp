@@ -2,6 +2,7 @@
 // llama.cpp's words. Any key change bumps kSchemaVersion.
 #include <nlohmann/json.hpp>
 
+#include "kvplan/memory.hpp"
 #include "kvplan/plan.hpp"
 
 namespace kvplan {
@@ -71,13 +72,8 @@ json memory_json(const Option& o, const Pool& pool) {
 }
 
 json model_json(const ModelSpec& m) {
-  json layers = {{"full", 0}, {"sliding", 0}, {"recurrent", 0}, {"none", 0}};
-  for (int il = 0; il < m.layers; ++il) {
-    if (m.is_recurrent(il)) layers["recurrent"] = layers["recurrent"].get<int>() + 1;
-    else if ((m.shared_kv_from > 0 && il >= m.shared_kv_from) || m.kv_heads_at(il) == 0) layers["none"] = layers["none"].get<int>() + 1;
-    else if (m.is_sliding(il) && !m.mla) layers["sliding"] = layers["sliding"].get<int>() + 1;
-    else layers["full"] = layers["full"].get<int>() + 1;
-  }
+  const LayerCounts n = layer_counts(m);
+  const json layers = {{"full", n.full}, {"sliding", n.sliding}, {"recurrent", n.recurrent}, {"none", n.none}};
   json j = {{"id", m.id},
             {"name", m.name},
             {"hf_id", m.hf_id},

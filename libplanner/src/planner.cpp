@@ -342,9 +342,13 @@ std::string reason_for(const Setup& s, const Option& o) {
   if (o.below_task_min) parts.push_back(fmt::format("below the task minimum of {}", s.task->ctx_min));
   else if (o.ctx_per_slot >= target) parts.push_back(fmt::format("reaches the {} target", target));
   else parts.push_back(fmt::format("ctx < {} target", target));
-  parts.push_back(describe_k(o.cache_type_k, kb));
-  if (kb <= prior.low_bits) parts.push_back("keys degrade with context");
-  else if (vb < kb) parts.push_back("V compressed first");
+  if (o.sum("k_cache") + o.sum("swa_k_cache") == 0) {
+    parts.push_back("no KV cache: recurrent state only");
+  } else {
+    parts.push_back(describe_k(o.cache_type_k, kb));
+    if (kb <= prior.low_bits) parts.push_back("keys degrade with context");
+    else if (vb < kb) parts.push_back("V compressed first");
+  }
   if (!o.flash_attn) parts.push_back("no flash attention");
   if (o.beyond_native) parts.push_back("rope-scaled");
   for (const auto& n : o.needs) parts.push_back("needs " + n);
@@ -475,14 +479,29 @@ Plan plan(const Catalog& catalog, const Request& request) {
     if (!by_params && f.base_type.empty()) throw InputError("--weights", *r.weights, "has no per-tensor recipe in data/weights");
     formats.push_back(&f);
   } else {
+    // Models sized from their parameter count need the format's measured bits per weight.
+    const bool by_params = m.mla || m.recurrent;
     for (const auto& f : catalog.weight_formats)
-      if (f.offered && !f.base_type.empty()) formats.push_back(&f);
+      if (f.offered && !f.base_type.empty() && (!by_params || f.bpw_llama31_8b > 0)) formats.push_back(&f);
   }
   const auto& types = s.engine->cache_types;
   const auto& offered = s.engine->cache_types_offered;
   std::vector<std::string> ks = r.cache_type_k ? std::vector<std::string>{*r.cache_type_k} : offered;
   std::vector<std::string> vs = r.cache_type_v ? std::vector<std::string>{*r.cache_type_v} : offered;
   std::vector<bool> fas = r.flash_attn == "auto" ? std::vector<bool>{true, false} : std::vector<bool>{r.flash_attn == "on"};
+  // What the cache types act on: no attention layer (pure recurrent) -> nothing to choose;
+  // an MLA cache without V -> V is a view of K, so -ctv follows -ctk.
+  bool any_attention = false, any_v = false;
+  for (const auto& lc : layer_caches(m, *s.engine)) {
+    any_attention |= lc.kind == LayerKind::full || lc.kind == LayerKind::sliding;
+    any_v |= lc.v_width > 0;
+  }
+  if (!any_attention) {
+    ks = {r.cache_type_k.value_or("f16")};
+    vs = {r.cache_type_v.value_or("f16")};
+    if (r.flash_attn == "auto") fas = {true};
+  }
+  const bool v_follows_k = any_attention && !any_v && !r.cache_type_v;
 
   std::vector<Candidate> candidates;
   std::vector<engines::PairCheck> refusals;
@@ -491,7 +510,9 @@ Plan plan(const Catalog& catalog, const Request& request) {
     for (const auto& k : ks)
       for (const auto& v : vs)
         for (bool fa : fas) {
-          const auto check = engines::check_pair(*s.engine, *s.backend, m, r.build, k, v, fa);
+          if (v_follows_k && v != k) continue;
+          // Without attention layers the cache types and flash attention act on nothing.
+          const auto check = any_attention ? engines::check_pair(*s.engine, *s.backend, m, r.build, k, v, fa) : engines::PairCheck{true};
           if (!check.ok && !(check.slow && r.allow_slow)) {
             if (f == formats.front()) refusals.push_back(check);
             continue;

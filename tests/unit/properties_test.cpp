@@ -89,7 +89,12 @@ TEST_CASE("inverse query: the largest context c fits and c + 256 does not") {
         r.weights = "Q4_K_M";
         r.cache_type_k = r.cache_type_v = t;
         r.flash_attn = "on";
-        const Plan p = plan(c, r);
+        Plan p;
+        try {
+          p = plan(c, r);
+        } catch (const InputError&) {
+          continue;  // the engine refuses this pair for this model and backend: a valid answer
+        }
         if (!p.fits()) continue;
         const int ctx = p.options.front().ctx_size;
         INFO(r.model << " on " << dev << " " << t << " -> " << ctx);

@@ -134,7 +134,8 @@ struct BackendSpec {
   std::vector<std::string> fa_types_all_quants; // with GGML_CUDA_FA_ALL_QUANTS
   bool fa_mixed_default = false;                // mixed K/V pairs have kernels on a default build
   bool fa_mixed_slow = false;                   // mixed pairs run, but off the fast path (Metal)
-  std::vector<int> fa_head_sizes;
+  std::vector<int> fa_head_sizes;                    // K = V head sizes with a flash-attention kernel
+  std::vector<std::pair<int, int>> fa_head_pairs;    // K != V head sizes with one (MLA 576/512, …)
   Estimate context;        // driver context
   Estimate pool;           // allocator pool slack
   std::int64_t blas_workspace_mib = 0;

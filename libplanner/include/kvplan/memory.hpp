@@ -38,6 +38,12 @@ struct LayerCache {
 };
 std::vector<LayerCache> layer_caches(const ModelSpec& model, const EngineSpec& engine);
 
+// How many layers of each kind a model has (for display: the same classification as layer_caches).
+struct LayerCounts {
+  int full = 0, sliding = 0, recurrent = 0, none = 0;
+};
+LayerCounts layer_counts(const ModelSpec& model);
+
 struct KvCacheBytes {
   Figure k, v, swa_k, swa_v, state;
 };

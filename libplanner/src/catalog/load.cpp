@@ -316,6 +316,12 @@ EngineSpec read_engine(const Reader& r) {
       s.fa_mixed_default = b["fa_mixed_default"] && b["fa_mixed_default"].as<bool>();
       s.fa_mixed_slow = b["fa_mixed_slow"] && b["fa_mixed_slow"].as<bool>();
       s.fa_head_sizes = b["fa_head_sizes"] ? b["fa_head_sizes"].as<std::vector<int>>() : std::vector<int>{};
+      if (b["fa_head_pairs"])
+        for (const auto& pair : b["fa_head_pairs"]) {
+          const auto v = pair.as<std::vector<int>>();
+          if (v.size() != 2) throw InputError(r.location("backends", pair), YAML::Dump(pair), "fa_head_pairs entries are [K, V]");
+          s.fa_head_pairs.emplace_back(v[0], v[1]);
+        }
       s.context = read_estimate(r, b["context"], "backends." + s.id + ".context");
       s.pool = read_estimate(r, b["pool"], "backends." + s.id + ".pool");
       s.blas_workspace_mib = b["blas_workspace_mib"] ? b["blas_workspace_mib"].as<long long>() : 0;

@@ -34,9 +34,12 @@ PairCheck check_pair(const EngineSpec& engine, const BackendSpec& backend, const
   const bool all_quants = build == "fa-all-quants";
   const auto& types = all_quants ? backend.fa_types_all_quants : backend.fa_types_default;
   std::string missing;
-  if (!backend.fa_head_sizes.empty() &&
-      (model.head_dim_k != model.head_dim_v ||
-       std::find(backend.fa_head_sizes.begin(), backend.fa_head_sizes.end(), model.head_dim_k) == backend.fa_head_sizes.end())) {
+  const bool same_size_kernel = model.head_dim_k == model.head_dim_v &&
+                                std::find(backend.fa_head_sizes.begin(), backend.fa_head_sizes.end(), model.head_dim_k) !=
+                                    backend.fa_head_sizes.end();
+  const bool pair_kernel = std::find(backend.fa_head_pairs.begin(), backend.fa_head_pairs.end(),
+                                     std::pair<int, int>{model.head_dim_k, model.head_dim_v}) != backend.fa_head_pairs.end();
+  if (!backend.fa_head_sizes.empty() && !same_size_kernel && !pair_kernel) {
     missing = fmt::format("no {} flash-attention kernel for head size {}", backend.name, model.head_dim_k);
   } else if (!contains(types, type_k) || !contains(types, type_v)) {
     const std::string bad = !contains(types, type_k) ? type_k : type_v;

@@ -5,6 +5,17 @@
 
 namespace kvplan {
 
+LayerCounts layer_counts(const ModelSpec& m) {
+  LayerCounts n;
+  for (int il = 0; il < m.layers; ++il) {
+    if (m.is_recurrent(il)) ++n.recurrent;
+    else if ((m.shared_kv_from > 0 && il >= m.shared_kv_from) || m.kv_heads_at(il) == 0) ++n.none;
+    else if (m.is_sliding(il) && !m.mla) ++n.sliding;
+    else ++n.full;
+  }
+  return n;
+}
+
 // ggml/src/ggml-cuda/ggml-cuda.cu ggml_backend_cuda_buffer_type_get_alloc_size: a quantized tensor
 // whose ne0 is not a multiple of MATRIX_ROW_PADDING gets ggml_row_size(type, pad - ne0 % pad) once.
 // ggml/src/ggml-alloc.c ggml_backend_alloc_ctx_tensors_from_buft_impl: each tensor padded to the

@@ -21,7 +21,7 @@ bool layer_selected(const TensorTypeRule& r, int il, int n_layer) {
 
 bool rule_matches(const TensorTypeRule& r, const std::string& base_name, int il, const ModelSpec& m) {
   if (std::find(r.tensors.begin(), r.tensors.end(), base_name) == r.tensors.end()) return false;
-  if (r.min_gqa > 0 && m.heads / m.kv_heads < r.min_gqa) return false;
+  if (r.min_gqa > 0 && (m.kv_heads == 0 || m.heads / m.kv_heads < r.min_gqa)) return false;
   if (r.experts >= 0 && (m.moe ? m.moe->experts : 0) != r.experts) return false;
   if (r.n_layer > 0 && m.layers != r.n_layer) return false;
   return layer_selected(r, il, m.layers);
