@@ -10,13 +10,16 @@
 namespace kvplan::cli {
 
 std::string render_models(const Catalog& c) {
-  std::string out = fmt::format("{:<36} {:<10} {:>8} {:>6} {:>4} {:>5} {:>8} {:>8}  {}\n", "id", "arch", "params", "layers", "kv", "head",
-                                "native", "extended", "aliases");
+  size_t id_w = 2, arch_w = 4;
+  for (const auto& m : c.models) id_w = std::max(id_w, m.id.size()), arch_w = std::max(arch_w, m.arch.size());
+  std::string out = fmt::format("{:<{}} {:<{}} {:>9} {:>6} {:>4} {:>5} {:>8} {:>8}  {}\n", "id", id_w, "arch", arch_w, "params", "layers",
+                                "kv", "head", "native", "extended", "aliases");
   for (const auto& m : c.models) {
     std::string aliases;
     for (const auto& a : m.aliases) aliases += (aliases.empty() ? "" : ", ") + a;
-    out += fmt::format("{:<36} {:<10} {:>7.2f}B {:>6} {:>4} {:>5} {:>8} {:>8}  {}\n", m.id, m.arch, static_cast<double>(m.params) / 1e9,
-                       m.layers, m.kv_heads, m.head_dim_k, m.ctx_native, m.ctx_extended ? std::to_string(m.ctx_extended) : "-", aliases);
+    out += fmt::format("{:<{}} {:<{}} {:>8.2f}B {:>6} {:>4} {:>5} {:>8} {:>8}  {}\n", m.id, id_w, m.arch, arch_w,
+                       static_cast<double>(m.params) / 1e9, m.layers, m.kv_heads, m.head_dim_k, m.ctx_native,
+                       m.ctx_extended ? std::to_string(m.ctx_extended) : "-", aliases);
   }
   return out;
 }
@@ -30,7 +33,8 @@ std::string render_inspect(const ModelSpec& m) {
   out += fmt::format("Params     {} ({:.2f}B)\n", m.params, static_cast<double>(m.params) / 1e9);
   out += fmt::format("Context    {} tokens{}\n", m.ctx_native, m.ctx_extended ? fmt::format(", {} with rope scaling", m.ctx_extended) : "");
   const LayerCounts n = layer_counts(m);
-  out += fmt::format("Layers     {} full attention, {} sliding-window{}, {} recurrent, {} without a cache\n", n.full, n.sliding,
+  out += fmt::format("Layers     {} full attention, {} {}{}, {} recurrent, {} without a cache\n", n.full, n.sliding,
+                     m.swa && m.swa->chunked ? "chunked-attention" : "sliding-window",
                      m.swa ? fmt::format(" ({} tokens)", m.swa->window) : "", n.recurrent, n.none);
   if (m.mla)
     out += fmt::format("MLA        kv_lora_rank {}, rope {}{}\n", m.mla->kv_lora_rank, m.mla->rope_dim,

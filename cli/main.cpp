@@ -79,7 +79,10 @@ int run(int argc, char** argv) {
   // Flags llama.cpp has whose effect kvplan does not model yet: accepted by name so the error is clear.
   std::vector<std::string> unmodelled_values;
   std::vector<CLI::Option*> unmodelled;
-  for (const char* flag : {"--split-mode", "--override-tensor", "--n-cpu-moe", "--model-draft", "--fit"})
+  std::string fit;
+  app.add_option("--fit", fit, "llama-server's own placement: kvplan's commands say --fit off (it owns placement)")
+      ->check(CLI::IsMember({"off"}, CLI::ignore_case).description("only 'off' is modelled"));
+  for (const char* flag : {"--split-mode", "--override-tensor", "--n-cpu-moe", "--model-draft", "--fit-target", "--fit-ctx"})
     unmodelled.push_back(app.add_option(flag, unmodelled_values, "not modelled yet")->group(""));
   bool no_kv_offload = false, cpu_moe = false;
   unmodelled.push_back(app.add_flag("--no-kv-offload", no_kv_offload, "not modelled yet")->group(""));

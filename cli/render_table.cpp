@@ -25,7 +25,9 @@ std::string header(const Plan& p) {
   std::string out;
   const LayerCounts n = layer_counts(m);
   std::string kinds;
-  if (n.sliding) kinds += fmt::format(", {} of them sliding-window ({} tokens)", n.sliding, m.swa ? m.swa->window : 0);
+  if (n.sliding)
+    kinds += fmt::format(", {} of them {} ({} tokens)", n.sliding, m.swa && m.swa->chunked ? "chunked-attention" : "sliding-window",
+                         m.swa ? m.swa->window : 0);
   if (n.recurrent) kinds += fmt::format(", {} recurrent ({})", n.recurrent, m.recurrent->kind);
   if (n.none) kinds += fmt::format(", {} without a cache", n.none);
   std::string heads = n.full + n.sliding == 0 ? "no attention cache"

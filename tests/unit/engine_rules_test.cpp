@@ -65,13 +65,13 @@ TEST_CASE("launch lines carry -np and an explicit -fa; rope flags only beyond th
   o.cache_type_k = o.cache_type_v = "q8_0";
   Resolved r;
   CHECK(engines::launch_line(m, o, r, 512, 2048) ==
-        "llama-server -m Qwen2.5-Coder-32B-Instruct-Q4_K_M.gguf -c 32768 -np 1 -fa on -ctk q8_0 -ctv q8_0 -ngl 99");
+        "llama-server -m Qwen2.5-Coder-32B-Instruct-Q4_K_M.gguf -c 32768 -np 1 -fa on -ctk q8_0 -ctv q8_0 -ngl 99 --fit off");
   o.ctx_size = 65536;
   o.beyond_native = true;
   r.n_parallel = 4;
   r.kv_unified = true;
   r.n_ubatch = 1024;
   CHECK(engines::launch_line(m, o, r, 512, 2048) ==
-        "llama-server -m Qwen2.5-Coder-32B-Instruct-Q4_K_M.gguf -c 65536 -np 4 -kvu -fa on -ctk q8_0 -ctv q8_0 -ngl 99 -ub 1024 "
+        "llama-server -m Qwen2.5-Coder-32B-Instruct-Q4_K_M.gguf -c 65536 -np 4 -kvu -fa on -ctk q8_0 -ctv q8_0 -ngl 99 --fit off -ub 1024 "
         "--rope-scaling yarn --rope-scale 4 --yarn-orig-ctx 32768");
 }

@@ -68,7 +68,9 @@ std::string gguf_file_name(const ModelSpec& model, const std::string& weights) {
 std::string launch_line(const ModelSpec& model, const Option& o, const Resolved& r, int default_ubatch, int default_batch) {
   std::string line = fmt::format("llama-server -m {} -c {} -np {}", gguf_file_name(model, o.weights), o.ctx_size, r.n_parallel);
   if (r.kv_unified) line += " -kvu";
-  line += fmt::format(" -fa {} -ctk {} -ctv {} -ngl {}", o.flash_attn ? "on" : "off", o.cache_type_k, o.cache_type_v,
+  // kvplan owns placement: explicit -ngl with llama-server's own --fit turned off, so fit neither
+  // moves layers nor shrinks the context behind the plan's back (common/fit.cpp).
+  line += fmt::format(" -fa {} -ctk {} -ctv {} -ngl {} --fit off", o.flash_attn ? "on" : "off", o.cache_type_k, o.cache_type_v,
                       std::max(99, model.layers + 1));
   if (r.n_ubatch != default_ubatch) line += fmt::format(" -ub {}", r.n_ubatch);
   if (r.n_batch != default_batch) line += fmt::format(" -b {}", r.n_batch);
