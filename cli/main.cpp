@@ -61,7 +61,7 @@ int run(int argc, char** argv) {
   app.add_option("--ubatch-size,--ub", ubatch, "physical batch (llama.cpp -ub, default 512)");
   app.add_option("--batch-size", batch, "logical batch (llama.cpp -b, default 2048)");
   app.add_flag("--swa-full", swa_full, "full-size sliding-window cache (llama.cpp --swa-full)");
-  app.add_option("--n-gpu-layers,--ngl", ngl, "layers on the GPU; only full offload is modelled (99, all, -1)");
+  app.add_option("--n-gpu-layers,--ngl", ngl, "layers on the GPU (default all; N < layers + 1 offloads the rest to RAM)");
   app.add_option("--tensor-split", tensor_split, "multi-GPU split (not modelled yet)");
   app.add_option("--rope-scaling", rope_type, "rope scaling type (as llama.cpp); enables the model's extended context");
   app.add_option("--rope-scale", rope_scale, "rope scale factor (must match the model's)");
@@ -82,11 +82,15 @@ int run(int argc, char** argv) {
   std::string fit;
   app.add_option("--fit", fit, "llama-server's own placement: kvplan's commands say --fit off (it owns placement)")
       ->check(CLI::IsMember({"off"}, CLI::ignore_case).description("only 'off' is modelled"));
-  for (const char* flag : {"--split-mode", "--override-tensor", "--n-cpu-moe", "--model-draft", "--fit-target", "--fit-ctx"})
+  for (const char* flag : {"--split-mode", "--override-tensor", "--model-draft", "--fit-target", "--fit-ctx"})
     unmodelled.push_back(app.add_option(flag, unmodelled_values, "not modelled yet")->group(""));
   bool no_kv_offload = false, cpu_moe = false;
   unmodelled.push_back(app.add_flag("--no-kv-offload", no_kv_offload, "not modelled yet")->group(""));
-  unmodelled.push_back(app.add_flag("--cpu-moe", cpu_moe, "not modelled yet")->group(""));
+  std::optional<int> n_cpu_moe;
+  app.add_flag("--cpu-moe", cpu_moe, "keep every MoE expert tensor in RAM (llama.cpp --cpu-moe)");
+  app.add_option("--n-cpu-moe", n_cpu_moe, "keep the experts of the first N layers in RAM (llama.cpp -ncmoe)");
+  std::string ram;
+  app.add_option("--ram", ram, "host RAM the plan may use, e.g. 64GB (default: not checked)");
 
   auto* models_cmd = app.add_subcommand("models", "list the catalog's models");
   auto* gpus_cmd = app.add_subcommand("gpus", "list the catalog's GPUs");
@@ -164,6 +168,13 @@ int run(int argc, char** argv) {
   req.top = top;
   if (!reserve.empty()) req.reserve = kvplan::parse_size(reserve, "--reserve");
   if (!free_mem.empty()) req.free = kvplan::parse_size(free_mem, "--free");
+  if (!ram.empty()) req.host_ram = kvplan::parse_size(ram, "--ram");
+  if (cpu_moe && n_cpu_moe) throw InputError("--cpu-moe", "", "give either --cpu-moe or --n-cpu-moe N, not both");
+  if (cpu_moe) req.n_cpu_moe = -1;
+  if (n_cpu_moe) {
+    if (*n_cpu_moe < 0) throw InputError("--n-cpu-moe", std::to_string(*n_cpu_moe), "must be a layer count");
+    req.n_cpu_moe = n_cpu_moe;
+  }
   if (!rope_type.empty()) req.rope_scaling = rope_type;
   req.rope_scale = rope_scale;
   req.yarn_orig_ctx = yarn_orig;

@@ -68,6 +68,9 @@ std::string table(const Plan& p) {
                                     {"FA", true},       {"weights", false}, {"K cache", false}, {"V cache", false}, {"compute", false},
                                     {"overhead", false}, {"total", false},  {"headroom", false}, {"risk (est. loss)", true}, {"reason", true}};
   const bool has_state = std::any_of(p.options.begin(), p.options.end(), [](const Option& o) { return o.sum("state") > 0; });
+  // A RAM column when layers or experts live in host memory (the host pool holds more than token_embd).
+  const bool has_ram = p.pools.size() > 1 && (p.resolved.n_cpu_moe || (p.resolved.n_gpu_layers && *p.resolved.n_gpu_layers >= 0 &&
+                                                                      *p.resolved.n_gpu_layers <= p.model->layers));
   std::vector<std::vector<std::string>> rows;
   for (size_t i = 0; i < p.options.size(); ++i) {
     const Option& o = p.options[i];
@@ -75,12 +78,15 @@ std::string table(const Plan& p) {
     const std::string ctx = o.ctx_per_slot == o.ctx_size ? std::to_string(o.ctx_size)
                                                          : fmt::format("{}={}x{}", o.ctx_size, o.ctx_size / o.ctx_per_slot, o.ctx_per_slot);
     rows.push_back({std::to_string(i + 1), o.weights, ctx, o.cache_type_k, o.cache_type_v, o.flash_attn ? "on" : "off",
-                    gib(o.sum("weights")), gib(o.sum("k_cache") + o.sum("swa_k_cache")), gib(o.sum("v_cache") + o.sum("swa_v_cache")),
+                    gib(o.sum("weights", dev)), gib(o.sum("k_cache", dev) + o.sum("swa_k_cache", dev)),
+                    gib(o.sum("v_cache", dev) + o.sum("swa_v_cache", dev)),
                     gib(o.sum("compute")), gib(p.pools.front().overhead.bytes), gib(o.usage(dev).total),
                     gib(o.usage(dev).headroom), loss_text(o.quality), o.reason});
-    if (has_state) rows.back().insert(rows.back().begin() + 9, gib(o.sum("state")));
+    if (has_state) rows.back().insert(rows.back().begin() + 9, gib(o.sum("state", dev)));
+    if (has_ram) rows.back().insert(rows.back().end() - 2, gib(o.usage(p.pools[1].id).allocations));
   }
   if (has_state) cols.insert(cols.begin() + 9, Column{"state", false});
+  if (has_ram) cols.insert(cols.end() - 2, Column{"RAM", false});
   std::vector<size_t> width(cols.size());
   for (size_t c = 0; c < cols.size(); ++c) {
     width[c] = cols[c].title.size();

@@ -168,6 +168,8 @@ std::string to_json(const Plan& p, int indent) {
                   {"n_batch", optional_json(r.n_batch)},
                   {"swa_full", r.swa_full},
                   {"n_gpu_layers", optional_json(r.n_gpu_layers)},
+                  {"n_cpu_moe", optional_json(r.n_cpu_moe)},
+                  {"host_ram_bytes", optional_json(r.host_ram)},
                   {"rope_scaling", optional_json(r.rope_scaling)},
                   {"rope_scale", optional_json(r.rope_scale)},
                   {"yarn_orig_ctx", optional_json(r.yarn_orig_ctx)},
@@ -187,6 +189,8 @@ std::string to_json(const Plan& p, int indent) {
                    {"n_ubatch", s.n_ubatch},
                    {"n_batch", s.n_batch},
                    {"swa_full", s.swa_full},
+                   {"n_gpu_layers", optional_json(s.n_gpu_layers)},
+                   {"n_cpu_moe", optional_json(s.n_cpu_moe)},
                    {"mode", p.mode}};
   const ModelSpec& m = *p.model;
   j["model"] = model_json(m);

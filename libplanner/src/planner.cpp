@@ -26,10 +26,10 @@ const char* risk_name(Risk r) {
   return "?";
 }
 
-Bytes Option::sum(const std::string& what) const {
+Bytes Option::sum(const std::string& what, const std::string& pool) const {
   Bytes b = 0;
   for (const auto& a : allocations)
-    if (a.what == what) b += a.figure.bytes;
+    if (a.what == what && (pool.empty() || a.pool == pool)) b += a.figure.bytes;
   return b;
 }
 const PoolUsage& Option::usage(const std::string& pool) const {
@@ -60,6 +60,7 @@ struct Setup {
   int ctx_allowed = 0;     // the longest context the plan may use (native, or rope-scaled)
   bool rotation_rule = false;
   WeightFormat file_format;  // a GGUF's own format when it is not in the catalog (quality unknown)
+  Placement placement;       // which layers and experts live on the GPU
 };
 
 struct Candidate {  // one (weights, K, V, flash attention) combination the engine accepts
@@ -128,9 +129,11 @@ void split_gguf_name(const Catalog& c, Request& r) {
 
 // -ngl and the rope flags must describe what kvplan models: full offload, the model's documented scaling.
 void check_model_flags(const ModelSpec& m, const Request& r) {
-  if (r.n_gpu_layers && *r.n_gpu_layers >= 0 && *r.n_gpu_layers <= m.layers)
-    throw InputError("--n-gpu-layers", std::to_string(*r.n_gpu_layers),
-                     fmt::format("partial offload is not modelled yet; kvplan plans full offload ({} or more)", m.layers + 1));
+  if (r.n_gpu_layers && *r.n_gpu_layers < -1)
+    throw InputError("--n-gpu-layers", std::to_string(*r.n_gpu_layers), "must be a layer count, or -1 for all");
+  if (r.n_cpu_moe && !m.moe)
+    throw InputError(*r.n_cpu_moe < 0 ? "--cpu-moe" : "--n-cpu-moe", *r.n_cpu_moe < 0 ? "" : std::to_string(*r.n_cpu_moe),
+                     m.name + " has no experts to keep in RAM");
   if (!r.rope_scaling && !r.rope_scale && !r.yarn_orig_ctx) return;
   const std::string given = r.rope_scaling.value_or("");
   if (!m.rope_scaling) throw InputError("--rope-scaling", given, m.name + " has no documented rope scaling in the catalog");
@@ -161,6 +164,7 @@ Setup resolve(const Catalog& c, const Request& request) {
       !r.model_spec->file_tensors.empty())
     throw InputError("--weights", *r.weights, "disagrees with the file, which is " + r.model_spec->file_format);
   check_model_flags(*s.model, r);
+  s.placement = Placement::for_request(*s.model, r.n_gpu_layers, r.n_cpu_moe);
   if (const auto* rule = s.engine->arch(s.model->arch); rule && ((rule->mla && !s.model->mla) || (!rule->recurrent.empty() && !s.model->recurrent)))
     throw InputError("--model", r.model,
                      fmt::format("architecture '{}' needs its {} fields, which this model entry lacks; kvplan refuses rather than guess",
@@ -224,6 +228,8 @@ Setup resolve(const Catalog& c, const Request& request) {
   s.resolved.n_ubatch = ub;
   s.resolved.n_batch = b;
   s.resolved.swa_full = r.swa_full;
+  s.resolved.n_gpu_layers = r.n_gpu_layers;
+  s.resolved.n_cpu_moe = r.n_cpu_moe;
   s.rotation_rule = s.engine->rule_holds("kv_rotation");
 
   // Context beyond the native window only when the task wants it or the rope flags were given.
@@ -257,8 +263,27 @@ Option account(const Setup& s, const Candidate& c, int ctx) {
   const GgmlType& tv = e.type(c.v, "--cache-type-v");
   const ContextShape shape =
       context_shape(m, e, ctx, r.n_parallel, r.kv_unified, s.resolved.n_ubatch, s.resolved.n_batch, r.swa_full, c.flash_attn);
-  const KvCacheBytes kv = kv_cache_bytes(m, e, shape, tk, tv, c.flash_attn, *s.backend);
-  const ComputeBytes compute = compute_bytes(m, e, shape, tk, tv, c.flash_attn, *s.backend);
+  const Placement& place = s.placement;
+  const BackendSpec& cpu = e.backend("cpu");
+  // KV of each layer lives on that layer's device (offload_kqv, llama-kv-cache.cpp dev_layer(il)).
+  const KvCacheBytes kv = kv_cache_bytes(m, e, shape, tk, tv, c.flash_attn, *s.backend, place.first_gpu_layer);
+  const KvCacheBytes kv_host = kv_cache_bytes(m, e, shape, tk, tv, c.flash_attn, cpu, 0, place.first_gpu_layer);
+  ComputeBytes compute = compute_bytes(m, e, shape, tk, tv, c.flash_attn, *s.backend);
+  if (place.partial() || place.cpu_moe_layers > 0) {
+    // Host-resident weights used in matmuls are copied into the GPU compute buffer for batches of 32
+    // or more (ggml-cuda offload_op, GGML_OP_OFFLOAD_MIN_BATCH); CPU layers need their own compute.
+    if (shape.n_ubatch >= 32 && s.backend->id != "cpu") {
+      compute.device.bytes += c.weight_bytes.largest_host_matrix;
+      compute.device.unpadded += c.weight_bytes.largest_host_matrix;
+      compute.device.high += c.weight_bytes.largest_host_matrix;
+    }
+    if (place.first_gpu_layer > 0) {
+      const ComputeBytes cpu_part = compute_bytes(m, e, shape, tk, tv, c.flash_attn, cpu);
+      compute.host.bytes += cpu_part.device.bytes;
+      compute.host.unpadded += cpu_part.device.unpadded;
+      compute.host.high += cpu_part.device.high;
+    }
+  }
 
   Option o;
   o.weights = c.weights->id;
@@ -271,7 +296,8 @@ Option account(const Setup& s, const Candidate& c, int ctx) {
   o.below_task_min = o.ctx_per_slot < s.task->ctx_min;
   o.needs = c.needs;
   auto put = [&](const std::string& what, const std::string& pool, const Figure& f) {
-    if (f.bytes != 0 || what == "k_cache" || what == "v_cache") o.allocations.push_back({"main", what, pool, f});
+    const bool always = (what == "k_cache" || what == "v_cache") && pool == s.device_pool;
+    if (f.bytes != 0 || always) o.allocations.push_back({"main", what, pool, f});
   };
   put("weights", s.device_pool, c.weight_bytes.device);
   put("weights_host", s.host_pool, c.weight_bytes.host);
@@ -280,6 +306,11 @@ Option account(const Setup& s, const Candidate& c, int ctx) {
   put("swa_k_cache", s.device_pool, kv.swa_k);
   put("swa_v_cache", s.device_pool, kv.swa_v);
   put("state", s.device_pool, kv.state);
+  put("k_cache", s.host_pool, kv_host.k);
+  put("v_cache", s.host_pool, kv_host.v);
+  put("swa_k_cache", s.host_pool, kv_host.swa_k);
+  put("swa_v_cache", s.host_pool, kv_host.swa_v);
+  put("state", s.host_pool, kv_host.state);
   put("compute", s.device_pool, compute.device);
   put("compute_host", s.host_pool, compute.host);
   put("output", s.host_pool, output_bytes(m, shape));
@@ -506,7 +537,7 @@ Plan plan(const Catalog& catalog, const Request& request) {
   std::vector<Candidate> candidates;
   std::vector<engines::PairCheck> refusals;
   for (const auto* f : formats) {
-    const WeightBytes wb = weight_bytes(m, *f, *s.engine, *s.backend);
+    const WeightBytes wb = weight_bytes(m, *f, *s.engine, *s.backend, s.placement);
     for (const auto& k : ks)
       for (const auto& v : vs)
         for (bool fa : fas) {
@@ -567,6 +598,12 @@ Plan plan(const Catalog& catalog, const Request& request) {
     score(s, c, o);
     o.warnings = {};
     if (c.slow) o.warnings.push_back(c.slow_reason);
+    if (s.placement.first_gpu_layer > 0 || !s.placement.output_on_gpu)
+      o.warnings.push_back(fmt::format("{} of {} layers{} run on the CPU from RAM: decoding is bound by host memory bandwidth",
+                                       s.placement.first_gpu_layer, m.layers, s.placement.output_on_gpu ? "" : " and the output layer"));
+    if (s.placement.cpu_moe_layers > 0)
+      o.warnings.push_back(fmt::format("the experts of {} layers stay in RAM: each token reads its active experts from host memory",
+                                       s.placement.cpu_moe_layers));
     if (o.beyond_native)
       o.warnings.push_back(fmt::format("{} tokens is beyond the native {}: uses {} rope scaling (quality past the native window is "
                                        "the model's, not measured here)", o.ctx_per_slot, m.ctx_native,
@@ -586,21 +623,47 @@ Plan plan(const Catalog& catalog, const Request& request) {
 
   if (fitting.empty()) {
     // Nothing fits: say what is missing and what would.
-    auto need = [&](const Option& o) { return -o.pools.front().headroom; };
+    // What is missing: the pool short by the most (the GPU, or host RAM under --ram).
+    auto short_pool = [&](const Option& o) {
+      size_t worst = 0;
+      for (size_t i = 1; i < o.pools.size(); ++i)
+        if (o.pools[i].headroom < o.pools[worst].headroom) worst = i;
+      return worst;
+    };
+    auto need = [&](const Option& o) { return -o.pools[short_pool(o)].headroom; };
     std::vector<size_t> order(failing.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = i;
     std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return need(failing[a]) < need(failing[b]); });
     const Option& closest = failing[order.front()];
-    const Pool& dev = s.pools.front();
+    const Pool& dev = s.pools[short_pool(closest)];
     out.nothing_fits = fmt::format(
         "on {}, the smallest option ({} weights, {} tokens, K={} V={}) needs {} more than the {} the plan can use. "
-        "It would fit a device with {} GiB",
+        "It would fit {} of {} GiB",
         dev.device, closest.weights, closest.ctx_size, closest.cache_type_k, closest.cache_type_v, format_size(need(closest)),
-        format_size(dev.budget()), format_gib(dev.capacity + need(closest)));
+        format_size(dev.budget()), dev.kind == "host" ? "with host RAM" : "a device", format_gib(dev.capacity + need(closest)));
     // With the context pinned, the same configuration at the longest context that does fit.
     const int shorter = r.ctx_size ? largest_fitting_ctx(s, *failing_candidates[order.front()], *r.ctx_size) : 0;
     out.nothing_fits += shorter > 0 ? fmt::format(", or -c {} with the same weights and cache types", shorter)
                                     : ", or try a smaller model or a shorter context";
+    // Full offload does not fit: how many layers would, with the rest in RAM (-ngl).
+    if (!r.n_gpu_layers && s.backend->id != "cpu" && s.pools.size() > 1 && short_pool(closest) == 0) {
+      Setup alt = s;
+      Candidate c = *failing_candidates[order.front()];
+      auto fits_with = [&](int ngl) {
+        alt.placement = Placement::for_request(m, ngl, r.n_cpu_moe);
+        c.weight_bytes = weight_bytes(m, *c.weights, *alt.engine, *alt.backend, alt.placement);
+        return account(alt, c, closest.ctx_size).fits();
+      };
+      if (fits_with(0)) {
+        int lo = 0, hi = m.layers + 1;  // lo fits, hi does not (full offload failed)
+        while (hi - lo > 1) {
+          const int mid = (lo + hi) / 2;
+          (fits_with(mid) ? lo : hi) = mid;
+        }
+        out.nothing_fits += fmt::format(". With -ngl {} ({} of {} layers on the GPU, the rest in host RAM, much slower) that option fits",
+                                        lo, lo, m.layers);
+      }
+    }
     std::vector<Option> sorted;
     for (size_t i : order) sorted.push_back(std::move(failing[i]));
     failing = std::move(sorted);

@@ -199,3 +199,54 @@ TEST_CASE("slots: without unified KV each conversation gets its share of -c; tar
   CHECK(u.options.front().ctx_per_slot == u.options.front().ctx_size);
   CHECK(u.options.front().launch.find(" -np 4 -kvu") != std::string::npos);
 }
+
+TEST_CASE("partial offload: layers below n_layer - ngl, their KV and the output layer live in RAM") {
+  Request r = mission();
+  r.gpu = "16GB";
+  r.weights = "Q4_K_M";
+  r.ctx_size = 32768;
+  r.cache_type_k = r.cache_type_v = "q8_0";
+  r.flash_attn = "on";
+  r.n_gpu_layers = 40;  // of 64: layers 0..23 on the CPU, output on the CPU (40 <= 64)
+  const Plan p = plan(kvtest::catalog(), r);
+  REQUIRE(p.options.size() == 1);
+  const Option& o = p.options.front();
+  // per layer: 32768 cells × (1088 + 1088) B (q8_0 rows of 1024)
+  CHECK(o.sum("k_cache", "gpu0") + o.sum("v_cache", "gpu0") == 40LL * 32768 * 2176);
+  CHECK(o.sum("k_cache", "host") + o.sum("v_cache", "host") == 24LL * 32768 * 2176);
+  CHECK(o.launch.find(" -ngl 40 --fit off") != std::string::npos);
+  // the weights split between the pools and add up to the full-offload total (up to padding)
+  Request full = r;
+  full.n_gpu_layers.reset();
+  const Option& f = plan(kvtest::catalog(), full).options.front();
+  const Bytes split = o.sum("weights") + o.sum("weights_host");
+  const Bytes whole = f.sum("weights") + f.sum("weights_host");
+  CHECK(std::llabs(split - whole) < 64LL * 9 * 128);  // at most one alignment pad per tensor differs
+  CHECK(o.sum("weights_host") > f.sum("weights_host"));
+  // the largest RAM-resident matmul weight is copied into the GPU compute buffer (batch >= 32)
+  CHECK(o.sum("compute", "gpu0") > f.sum("compute", "gpu0"));
+  bool warned = false;
+  for (const auto& w : o.warnings) warned |= w.find("24 of 64 layers") != std::string::npos;
+  CHECK(warned);
+}
+
+TEST_CASE("expert offload keeps MoE experts in RAM; a RAM budget can make a plan not fit") {
+  Request r;
+  r.gpu = "24GB";
+  r.model = "qwen3-30b-a3b";
+  r.weights = "Q8_0";
+  r.ctx_size = 16384;
+  r.cache_type_k = r.cache_type_v = "f16";
+  r.flash_attn = "on";
+  r.n_cpu_moe = -1;
+  const Plan p = plan(kvtest::catalog(), r);
+  REQUIRE(p.fits());
+  const Option& o = p.options.front();
+  CHECK(o.sum("weights_host") > 20LL * kGiB);  // 128 experts × 48 layers of q8_0
+  CHECK(o.sum("weights", "gpu0") < 3LL * kGiB);
+  CHECK(o.launch.find(" --cpu-moe") != std::string::npos);
+  r.host_ram = 16LL * kGiB;
+  CHECK_FALSE(plan(kvtest::catalog(), r).fits());
+  r.model = "qwen3-8b";
+  CHECK_THROWS_AS(plan(kvtest::catalog(), r), InputError);  // no experts to move
+}

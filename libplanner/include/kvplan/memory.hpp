@@ -1,6 +1,7 @@
 // kvplan/memory.hpp — llama.cpp's memory rules, one function per allocation kind.
 // Each function cites the engine source it mirrors in libplanner/src/memory/.
 #pragma once
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,19 +48,36 @@ LayerCounts layer_counts(const ModelSpec& model);
 struct KvCacheBytes {
   Figure k, v, swa_k, swa_v, state;
 };
+// Layers [layer_begin, layer_end) only (layer_end < 0: to the last): the cache of layers on one device.
 KvCacheBytes kv_cache_bytes(const ModelSpec& model, const EngineSpec& engine, const ContextShape& shape,
-                            const GgmlType& type_k, const GgmlType& type_v, bool flash_attn, const BackendSpec& backend);
+                            const GgmlType& type_k, const GgmlType& type_v, bool flash_attn, const BackendSpec& backend,
+                            int layer_begin = 0, int layer_end = -1);
 
 // The tensors of a GGUF produced by llama-quantize for `format` (catalog models), or the file's own.
 std::vector<WeightTensor> weight_tensors(const ModelSpec& model, const WeightFormat& format, const EngineSpec& engine);
 
+// Where llama.cpp puts each layer (src/llama-model.cpp load_tensors): repeating layers
+// il >= n_layer - n_gpu_layers on the GPU, the output layer only when n_gpu_layers > n_layer, the
+// input layer always on the CPU; --cpu-moe / --n-cpu-moe N keep the expert tensors of the first N
+// layers in RAM (common/arg.cpp: tensor-buffer overrides "blk\.N\.ffn_(up|down|gate)_exps").
+struct Placement {
+  int first_gpu_layer = 0;   // layers below this live on the CPU
+  bool output_on_gpu = true;
+  int cpu_moe_layers = 0;    // expert tensors of layers below this live on the CPU
+  static Placement full() { return {}; }
+  static Placement for_request(const ModelSpec& model, std::optional<int> n_gpu_layers, std::optional<int> n_cpu_moe);
+  bool on_gpu(int layer) const { return layer >= first_gpu_layer; }
+  bool partial() const { return first_gpu_layer > 0 || !output_on_gpu; }
+};
+
 struct WeightBytes {
   Figure device, host;
+  Bytes largest_host_matrix = 0;  // the biggest host-resident matmul weight (copied into the GPU compute buffer)
 };
-// Full offload (-ngl >= layers + 1). Labelled estimate: per-tensor types follow llama-quantize's
-// recipe, which a given GGUF may not (imatrix, custom mixes).
+// Labelled estimate for catalog models: per-tensor types follow llama-quantize's recipe, which a
+// given GGUF may not (imatrix, custom mixes). Exact for a GGUF's own tensors.
 WeightBytes weight_bytes(const ModelSpec& model, const WeightFormat& format, const EngineSpec& engine,
-                         const BackendSpec& backend);
+                         const BackendSpec& backend, const Placement& placement = Placement::full());
 
 // Compute buffer on the GPU and on the host (closed-form estimates of ggml-alloc's peak).
 struct ComputeBytes {

@@ -37,13 +37,14 @@ struct Request {
   std::optional<int> n_batch;        // -b  (engine default 2048)
   bool swa_full = false;             // --swa-full
   bool allow_slow = false;           // offer pairs that run off the fast path
-  std::optional<int> n_gpu_layers;   // -ngl; only full offload is modelled (-1 or >= layers + 1)
+  std::optional<int> n_gpu_layers;   // -ngl: layers on the GPU (-1 or >= layers + 1: all, with the output layer)
+  std::optional<int> n_cpu_moe;      // --n-cpu-moe N: experts of the first N layers in RAM (-1: --cpu-moe, all)
   std::optional<std::string> rope_scaling;  // --rope-scaling: enables the model's documented extension
   std::optional<double> rope_scale;         // --rope-scale: must match the model's factor
   std::optional<int> yarn_orig_ctx;         // --yarn-orig-ctx: must match the model's original context
   std::optional<Bytes> reserve;      // memory kept for the display / other processes
   std::optional<Bytes> free;         // what is actually free on the GPU (replaces total − reserve)
-  std::optional<Bytes> host_ram;     // host pool size (default: unbounded, reported only)
+  std::optional<Bytes> host_ram;     // --ram: the host pool's size (default: unbounded, reported only)
   int top = 5;                       // options to return
 };
 
@@ -121,7 +122,7 @@ struct Option {
   std::string reason;                 // one line
   std::string launch;                 // llama-server command line
 
-  Bytes sum(const std::string& what) const;            // typical bytes of allocations of that kind
+  Bytes sum(const std::string& what, const std::string& pool = {}) const;  // typical bytes of that kind (in one pool)
   const PoolUsage& usage(const std::string& pool) const;
   bool fits() const;
 };
@@ -135,6 +136,8 @@ struct Resolved {
   int n_ubatch = 512, n_batch = 2048;
   bool swa_full = false;
   bool gpu_size_only = false;  // --gpu was a size, not a named card
+  std::optional<int> n_gpu_layers;  // as the launch line gives it (unset: all layers)
+  std::optional<int> n_cpu_moe;
 };
 
 struct Plan {

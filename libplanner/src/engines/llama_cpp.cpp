@@ -70,8 +70,9 @@ std::string launch_line(const ModelSpec& model, const Option& o, const Resolved&
   if (r.kv_unified) line += " -kvu";
   // kvplan owns placement: explicit -ngl with llama-server's own --fit turned off, so fit neither
   // moves layers nor shrinks the context behind the plan's back (common/fit.cpp).
-  line += fmt::format(" -fa {} -ctk {} -ctv {} -ngl {} --fit off", o.flash_attn ? "on" : "off", o.cache_type_k, o.cache_type_v,
-                      std::max(99, model.layers + 1));
+  const int ngl = !r.n_gpu_layers || *r.n_gpu_layers < 0 || *r.n_gpu_layers > model.layers ? std::max(99, model.layers + 1) : *r.n_gpu_layers;
+  line += fmt::format(" -fa {} -ctk {} -ctv {} -ngl {} --fit off", o.flash_attn ? "on" : "off", o.cache_type_k, o.cache_type_v, ngl);
+  if (r.n_cpu_moe) line += *r.n_cpu_moe < 0 ? " --cpu-moe" : fmt::format(" --n-cpu-moe {}", *r.n_cpu_moe);
   if (r.n_ubatch != default_ubatch) line += fmt::format(" -ub {}", r.n_ubatch);
   if (r.n_batch != default_batch) line += fmt::format(" -b {}", r.n_batch);
   if (r.swa_full) line += " --swa-full";

@@ -90,14 +90,16 @@ std::vector<LayerCache> layer_caches(const ModelSpec& m, const EngineSpec& engin
 // Sliding-window layers live in the iSWA cache with shape.swa_cells cells per stream.
 // src/llama-memory-recurrent.cpp: r and s tensors of f32 per layer with max(1, n_seq_max) cells.
 KvCacheBytes kv_cache_bytes(const ModelSpec& m, const EngineSpec& engine, const ContextShape& shape, const GgmlType& type_k,
-                            const GgmlType& type_v, bool flash_attn, const BackendSpec& backend) {
+                            const GgmlType& type_v, bool flash_attn, const BackendSpec& backend, int layer_begin, int layer_end) {
   const auto layers = layer_caches(m, engine);
   std::int64_t v_max = 0;  // n_embd_v_gqa_max(): the widest V over all layers
   for (const auto& c : layers) v_max = std::max(v_max, c.v_width);
   const GgmlType& f32 = engine.type("f32", "state");
   const std::int64_t mem_size = std::max(1, shape.n_seq);
+  const int end = layer_end < 0 ? m.layers : std::min(layer_end, m.layers);
   KvCacheBytes out;
-  for (const auto& c : layers) {
+  for (int il = std::max(0, layer_begin); il < end; ++il) {
+    const LayerCache& c = layers[static_cast<size_t>(il)];
     switch (c.kind) {
       case LayerKind::full:
       case LayerKind::sliding: {

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cctype>
 
 #include "kvplan/error.hpp"
 #include "kvplan/memory.hpp"
@@ -126,32 +127,73 @@ std::vector<WeightTensor> weight_tensors(const ModelSpec& m, const WeightFormat&
 
 // Full offload: every tensor but token_embd in the GPU buffer (src/llama-model.cpp load_tensors).
 // Host bytes are the CPU_Mapped buffer (CPU alignment, no row padding).
-WeightBytes weight_bytes(const ModelSpec& m, const WeightFormat& format, const EngineSpec& engine, const BackendSpec& backend) {
+Placement Placement::for_request(const ModelSpec& m, std::optional<int> n_gpu_layers, std::optional<int> n_cpu_moe) {
+  Placement p;
+  const int n = !n_gpu_layers || *n_gpu_layers < 0 ? m.layers + 1 : *n_gpu_layers;
+  p.first_gpu_layer = std::max(0, m.layers - n);
+  p.output_on_gpu = n > m.layers;
+  p.cpu_moe_layers = n_cpu_moe ? (*n_cpu_moe < 0 ? m.layers : std::min(*n_cpu_moe, m.layers)) : 0;
+  return p;
+}
+
+namespace {
+// "blk.12.attn_q.weight" -> 12; -1 for tensors outside the repeating layers.
+int layer_of(const std::string& name) {
+  if (name.rfind("blk.", 0) != 0) return -1;
+  int il = 0;
+  size_t i = 4;
+  for (; i < name.size() && std::isdigit(static_cast<unsigned char>(name[i])); ++i) il = il * 10 + (name[i] - '0');
+  return i > 4 ? il : -1;
+}
+bool on_gpu(const WeightTensor& t, const Placement& p) {
+  if (t.on_host) return false;
+  const int il = layer_of(t.name);
+  if (il < 0) return p.output_on_gpu;  // output, output_norm (and a tied output copy)
+  if (il < p.cpu_moe_layers && t.name.find("_exps") != std::string::npos) return false;
+  return p.on_gpu(il);
+}
+}  // namespace
+
+WeightBytes weight_bytes(const ModelSpec& m, const WeightFormat& format, const EngineSpec& engine, const BackendSpec& backend,
+                         const Placement& placement) {
   const BackendSpec& cpu = engine.backend("cpu");
   const bool from_file = !m.file_tensors.empty();
   if (!from_file && (m.mla || m.recurrent)) {
     // Catalog entries of these families have no tensor recipe yet: params × the format's measured
-    // bits per weight (Llama-3.1-8B, tools/quantize README), a labelled estimate with a wider bound.
+    // bits per weight (Llama-3.1-8B, tools/quantize README), a labelled estimate with a wider bound;
+    // layers split in proportion under partial offload.
     if (format.bpw_llama31_8b <= 0)
       throw InputError("--weights", format.id, "has no measured bits per weight to size " + m.name + " from its parameter count");
     const GgmlType& embd_type = engine.type(format.base_type.empty() ? "f16" : format.base_type, "weights " + format.id);
-    const Bytes host = embd_type.block > 1 && m.embd % embd_type.block != 0 ? 2LL * m.embd * m.vocab
+    const Bytes embd = embd_type.block > 1 && m.embd % embd_type.block != 0 ? 2LL * m.embd * m.vocab
                                                                              : embd_type.row_size(m.embd) * m.vocab;
     const Bytes total = static_cast<Bytes>(static_cast<double>(m.params) * format.bpw_llama31_8b / 8);
-    const Bytes dev = std::max<Bytes>(0, total - host) + (m.tied_embeddings ? host : 0);
+    const Bytes body = std::max<Bytes>(0, total - embd);
+    const double gpu_share = static_cast<double>(m.layers - placement.first_gpu_layer) / m.layers;
+    const Bytes dev = static_cast<Bytes>(static_cast<double>(body) * gpu_share) + (m.tied_embeddings && placement.output_on_gpu ? embd : 0);
+    const Bytes host = embd + (body - static_cast<Bytes>(static_cast<double>(body) * gpu_share));
     auto high = [&](Bytes b) { return static_cast<Bytes>(static_cast<double>(b) * (1 + engine.weights_rel_error_fallback)); };
-    return {Figure{dev, dev, high(dev), Accuracy::estimate}, Figure{host, host, high(host), Accuracy::estimate}};
+    WeightBytes out{Figure{dev, dev, high(dev), Accuracy::estimate}, Figure{host, host, high(host), Accuracy::estimate}, 0};
+    if (placement.partial()) out.largest_host_matrix = body / std::max(1, m.layers) / 3;  // about one FFN matrix of a layer
+    return out;
   }
   if (!from_file && format.base_type.empty())
     throw InputError("--weights", format.id, "has no per-tensor recipe in data/weights; cannot size it");
-  Bytes dev = 0, dev_raw = 0, host = 0, host_raw = 0;
+  Bytes dev = 0, dev_raw = 0, host = 0, host_raw = 0, largest_host_matrix = 0;
   for (const auto& t : weight_tensors(m, format, engine)) {
+    const bool gpu = on_gpu(t, placement);
+    // llama.cpp loads the output copy of a tied model only when the output layer is offloaded.
+    if (!gpu && t.name.find("copy of token_embd") != std::string::npos) continue;
     const GgmlType& type = engine.type(t.type, "weights " + format.id);
-    const Figure f = tensor_bytes(type, t.ne0, t.nrows, t.on_host ? cpu : backend);
-    (t.on_host ? host : dev) += f.bytes;
-    (t.on_host ? host_raw : dev_raw) += f.unpadded;
+    const Figure f = tensor_bytes(type, t.ne0, t.nrows, gpu ? backend : cpu);
+    (gpu ? dev : host) += f.bytes;
+    (gpu ? dev_raw : host_raw) += f.unpadded;
+    // op offload (ggml-cuda ggml_backend_cuda_device_offload_op): host weights used in matmuls are
+    // copied into the GPU compute buffer for batches >= 32; token_embd is a get_rows, not a matmul.
+    if (!gpu && t.nrows > 1 && t.name != "token_embd.weight") largest_host_matrix = std::max(largest_host_matrix, f.unpadded);
   }
   WeightBytes out;
+  out.largest_host_matrix = largest_host_matrix;
   if (from_file) {  // the file's own tensors: what the backend allocates, to the byte
     out.device = Figure::exact(dev, dev_raw);
     out.host = Figure::exact(host, host_raw);
