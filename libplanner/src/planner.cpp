@@ -543,7 +543,8 @@ Plan plan(const Catalog& catalog, const Request& request) {
         for (bool fa : fas) {
           if (v_follows_k && v != k) continue;
           // Without attention layers the cache types and flash attention act on nothing.
-          const auto check = any_attention ? engines::check_pair(*s.engine, *s.backend, m, r.build, k, v, fa) : engines::PairCheck{true};
+          engines::PairCheck check = engines::check_pair(*s.engine, *s.backend, m, r.build, k, v, fa);
+          if (!any_attention && !check.ok && check.slow) check = engines::PairCheck{true};  // no attention kernel is ever run
           if (!check.ok && !(check.slow && r.allow_slow)) {
             if (f == formats.front()) refusals.push_back(check);
             continue;

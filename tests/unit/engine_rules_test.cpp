@@ -75,3 +75,11 @@ TEST_CASE("launch lines carry -np and an explicit -fa; rope flags only beyond th
         "llama-server -m Qwen2.5-Coder-32B-Instruct-Q4_K_M.gguf -c 65536 -np 4 -kvu -fa on -ctk q8_0 -ctv q8_0 -ngl 99 --fit off -ub 1024 "
         "--rope-scaling yarn --rope-scale 4 --yarn-orig-ctx 32768");
 }
+
+TEST_CASE("MLA models without a V cache refuse different K and V types (found by tests/validation)") {
+  const ModelSpec& m = kvtest::catalog().model("deepseek-v2-lite");
+  const auto r = check_pair(kvtest::engine(), kvtest::cuda(), m, "fa-all-quants", "q8_0", "q4_0", true);
+  CHECK_FALSE(r.ok);
+  CHECK(r.reason.find("different K and V") != std::string::npos);
+  CHECK(check_pair(kvtest::engine(), kvtest::cuda(), m, "default", "q8_0", "q8_0", true).ok);
+}

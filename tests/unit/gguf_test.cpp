@@ -316,3 +316,14 @@ TEST_CASE("write fuzz seeds", "[.write-seeds]") {
   hybrid.tensor("token_embd.weight", 0, {64, 4}, 64 * 4 * 4);
   hybrid.write((d / "qwen3next-hybrid.gguf").string());
 }
+
+TEST_CASE("a tied model's output copy exists only when the output layer is on another device than token_embd") {
+  const std::string path = temp("tied-cpu.gguf");
+  tiny_llama(false).write(path);
+  const auto spec = load_model_file(path, kvtest::catalog());
+  const auto& fmt = kvtest::catalog().weight_format("Q8_0");
+  const auto on_cpu = weight_bytes(*spec, fmt, kvtest::engine(), kvtest::engine().backend("cpu"));
+  const auto on_gpu = weight_bytes(*spec, fmt, kvtest::engine(), kvtest::cuda());
+  CHECK(on_gpu.device.unpadded - on_cpu.device.unpadded == 512000);  // the token_embd copy (f16 256 × 1000)
+  fs::remove(path);
+}

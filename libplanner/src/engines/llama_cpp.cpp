@@ -14,7 +14,14 @@ PairCheck check_pair(const EngineSpec& engine, const BackendSpec& backend, const
   PairCheck out;
   const GgmlType& tk = engine.type(type_k, "--cache-type-k");
   const GgmlType& tv = engine.type(type_v, "--cache-type-v");
-  // src/llama-context.cpp: "quantized V cache requires flash_attn" (V is stored transposed without FA)
+  // src/llama-context.cpp llama_init_from_model: an MLA cache without V reads V as a view of K, so the
+  // model "does not support different K and V cache types" (seen refusing in tests/validation).
+  if (model.mla && !model.mla->legacy && engine.rule_holds("mla_v_less") && type_k != type_v) {
+    out.reason = fmt::format("{} does not support different K and V cache types (MLA: V is a view of K)", model.name);
+    return out;
+  }
+  // src/llama-context.cpp: "quantized V cache requires flash_attn" (V is stored transposed without FA);
+  // the check is on the parameter, so it holds even for models without attention layers.
   if (tv.quantized() && !flash_attn) {
     out.reason = "quantized V cache (" + type_v + ") requires flash attention";
     return out;

@@ -182,8 +182,9 @@ WeightBytes weight_bytes(const ModelSpec& m, const WeightFormat& format, const E
   Bytes dev = 0, dev_raw = 0, host = 0, host_raw = 0, largest_host_matrix = 0;
   for (const auto& t : weight_tensors(m, format, engine)) {
     const bool gpu = on_gpu(t, placement);
-    // llama.cpp loads the output copy of a tied model only when the output layer is offloaded.
-    if (!gpu && t.name.find("copy of token_embd") != std::string::npos) continue;
+    // The output copy of a tied model exists only on another device than token_embd's (an offloaded
+    // output layer on a GPU); on the CPU backend, or with the output layer in RAM, it is the same tensor.
+    if ((!gpu || backend.id == "cpu") && t.name.find("copy of token_embd") != std::string::npos) continue;
     const GgmlType& type = engine.type(t.type, "weights " + format.id);
     const Figure f = tensor_bytes(type, t.ne0, t.nrows, gpu ? backend : cpu);
     (gpu ? dev : host) += f.bytes;
