@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Sets up kvplan on a fresh Debian 12 machine: the C++ libraries from Debian's packages, the Python
-# tools from PyPI into .venv, then a Release build. The CLI ends up at build/kvplan.
+# tools from PyPI into .venv (pybind11 among them), then a Release build. The CLI ends up at build/kvplan,
+# the Python module at build/python/kvplan/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 
-packages=(g++ cmake ninja-build pkg-config libyaml-cpp-dev libcli11-dev libfmt-dev nlohmann-json3-dev catch2 libbenchmark-dev python3 python3-venv)
+packages=(g++ cmake ninja-build pkg-config libyaml-cpp-dev libcli11-dev libfmt-dev nlohmann-json3-dev catch2 libbenchmark-dev python3 python3-venv python3-dev clang libclang-rt-14-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -23,6 +24,6 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --disable-pip-version-check -r requirements-dev.txt
 
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DPython_EXECUTABLE="$PWD/.venv/bin/python"
 cmake --build build
 echo "setup: built build/kvplan"

@@ -13,6 +13,7 @@ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMP
   -DKVPLAN_FUZZ=ON -DKVPLAN_BUILD_TESTS=OFF -DKVPLAN_BUILD_BENCH=OFF -DKVPLAN_BUILD_CLI=OFF -DKVPLAN_BUILD_PYTHON=OFF >/dev/null
 cmake --build "$build" --target kvplan_gguf_fuzz
 work="$build/corpus"
+mkdir -p tests/fuzz/crashes
 mkdir -p "$work"
 cp tests/fuzz/seeds/* tests/fuzz/crashes/* "$work"/ 2>/dev/null || true
 "$build/tests/fuzz/kvplan_gguf_fuzz" -max_total_time="$seconds" -max_len=65536 -timeout=10 -rss_limit_mb=2048 \

@@ -1,0 +1,227 @@
+"""The catalog as Python values: models, GPUs, tasks, engines, cache types and weight formats."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from . import _core
+from ._request import PathLike, catalog
+
+T = TypeVar("T")
+
+
+def convert(cls: type[T], core: object, **given: Any) -> T:
+    """cls (a dataclass) from the _core object whose attributes have the same names; lists become tuples."""
+    values: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        if f.name in given:
+            continue
+        v = getattr(core, f.name)
+        values[f.name] = tuple(v) if isinstance(v, list) else v
+    return cls(**values, **given)
+
+
+@dataclass(frozen=True)
+class RopeScaling:
+    type: str
+    factor: float
+    orig_ctx: int
+
+
+@dataclass(frozen=True)
+class SlidingWindow:
+    window: int    # tokens (n_swa; the chunk size of chunked attention)
+    pattern: int   # layer il is sliding iff il % pattern < pattern - 1
+    chunked: bool  # chunked attention (Llama 4): the same cache size, another mask
+
+
+@dataclass(frozen=True)
+class Mla:
+    """Multi-head latent attention: the cache holds the compressed latent and the rope part of K."""
+
+    kv_lora_rank: int
+    rope_dim: int
+    legacy: bool  # a GGUF without MLA metadata: llama.cpp caches full K and V
+
+
+@dataclass(frozen=True)
+class Recurrent:
+    """Recurrent state (f32 per sequence, independent of context): Mamba, RWKV, gated delta-net, LFM2."""
+
+    kind: str
+    d_conv: int
+    d_inner: int
+    d_state: int
+    n_group: int
+    head_size: int
+
+
+@dataclass(frozen=True)
+class Moe:
+    experts: int
+    experts_used: int
+    expert_ff: int
+    shared_ff: int
+
+
+@dataclass(frozen=True)
+class Model:
+    """A model: a catalog entry (data/models/*.yaml) or one read from a file. Field names follow the C++ ModelSpec."""
+
+    id: str
+    name: str
+    hf_id: str
+    arch: str
+    family: str
+    params: int
+    layers: int
+    embd: int
+    heads: int
+    kv_heads: int
+    head_dim_k: int
+    head_dim_v: int
+    ff: int
+    vocab: int
+    tied_embeddings: bool
+    ctx_native: int
+    ctx_extended: int  # 0: no documented rope-scaled maximum
+    max_ctx: int
+    rope_scaling: RopeScaling | None
+    swa: SlidingWindow | None
+    moe: Moe | None
+    mla: Mla | None
+    recurrent: Recurrent | None
+    aliases: tuple[str, ...]
+    source: str
+    note: str
+    file_format: str | None          # read from a GGUF: its weight format
+    file_paths: tuple[str, ...]      # read from a file: every file (GGUF splits), else empty
+    fields_used: tuple[str, ...]     # read from config.json: the fields read
+    fields_assumed: tuple[str, ...]  # and those assumed
+
+    @classmethod
+    def _from_core(cls, m: _core.ModelSpec) -> Model:
+        model = convert(cls, m, max_ctx=m.max_ctx(), file_format=m.file_format or None,
+                        rope_scaling=convert(RopeScaling, m.rope_scaling) if m.rope_scaling else None,
+                        swa=convert(SlidingWindow, m.swa) if m.swa else None,
+                        moe=convert(Moe, m.moe) if m.moe else None,
+                        mla=convert(Mla, m.mla) if m.mla else None,
+                        recurrent=convert(Recurrent, m.recurrent) if m.recurrent else None)
+        object.__setattr__(model, "_spec", m)  # for to_json(); not a field
+        return model
+
+    def to_json(self, indent: int = 2) -> str:
+        """What kvplan knows of the model, written by the library: `kvplan inspect --json`."""
+        spec: _core.ModelSpec = self.__dict__["_spec"]
+        return _core.model_to_json(spec, indent)
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """A catalog device (data/gpus.yaml): total_mib is what its driver reports."""
+
+    id: str
+    name: str
+    vendor: str
+    backend: str
+    memory_kind: str  # dedicated | unified
+    arch: str
+    total_mib: int
+    working_set_mib: int  # unified memory: the limit the backend enforces (0 otherwise)
+    bandwidth_gbs: float
+    aliases: tuple[str, ...]
+    source: str
+
+
+@dataclass(frozen=True)
+class Task:
+    """A task profile (data/tasks.yaml): the context it wants and how strictly it punishes loss."""
+
+    id: str
+    name: str
+    metric: str
+    summary: str
+    ctx_target: int
+    ctx_min: int
+    aliases: tuple[str, ...]
+    source: str
+
+
+@dataclass(frozen=True)
+class Engine:
+    """An inference engine build and what it accepts (data/engines/)."""
+
+    id: str
+    name: str
+    build_name: str
+    build: int
+    vendored_by: str
+    cache_types: tuple[str, ...]          # what -ctk / -ctv accept
+    cache_types_offered: tuple[str, ...]  # what the planner tries when nothing is pinned
+
+
+@dataclass(frozen=True)
+class WeightFormat:
+    """A GGUF weight format (data/weights/): measured loss and size on the reference model."""
+
+    id: str
+    base_type: str
+    rel_loss: float  # perplexity increase vs f16 on the reference model, as a fraction
+    rel_loss_estimate: bool
+    bpw_llama31_8b: float
+    offered: bool  # enumerated when --weights is not given
+    source: str
+    quality_source: str
+
+
+def models(data: PathLike | Sequence[PathLike] | None = None) -> list[Model]:
+    """Every model in the catalog (`kvplan models`)."""
+    return [Model._from_core(m) for m in catalog(data).models]
+
+
+def gpus(data: PathLike | Sequence[PathLike] | None = None) -> list[Gpu]:
+    """Every GPU in the catalog (`kvplan gpus`)."""
+    return [convert(Gpu, g) for g in catalog(data).gpus]
+
+
+def tasks(data: PathLike | Sequence[PathLike] | None = None) -> list[Task]:
+    """Every task profile (the values of task=)."""
+    return [convert(Task, t) for t in catalog(data).tasks]
+
+
+def engines(data: PathLike | Sequence[PathLike] | None = None) -> list[Engine]:
+    """Every engine build the catalog models."""
+    return [convert(Engine, e) for e in catalog(data).engines]
+
+
+def cache_types(engine: str = "llama.cpp", data: PathLike | Sequence[PathLike] | None = None) -> list[str]:
+    """The K/V cache types the engine accepts (the values of cache_type_k and cache_type_v)."""
+    return list(catalog(data).engine(engine, "--engine").cache_types)
+
+
+def weight_formats(data: PathLike | Sequence[PathLike] | None = None) -> list[WeightFormat]:
+    """Every GGUF weight format the catalog knows (the values of weights=)."""
+    return [convert(WeightFormat, f) for f in catalog(data).weight_formats]
+
+
+def model(name: str, data: PathLike | Sequence[PathLike] | None = None) -> Model:
+    """One model by id, alias, display name or Hugging Face id; InputError with a suggestion when unknown."""
+    return Model._from_core(catalog(data).model(name, "--model"))
+
+
+def read_model(path: PathLike, engine: str | None = None, data: PathLike | Sequence[PathLike] | None = None) -> Model:
+    """A model read from a GGUF file (split files followed), a config.json or a folder holding one: `kvplan inspect`.
+
+    Only the header of a GGUF is read. kvplan.plan(model=path) plans for the same model.
+    """
+    cat = catalog(data)
+    return Model._from_core(_core.load_model_file(os.fspath(path), cat, engine or _core.Request().engine))
+
+
+def gpu(name: str, data: PathLike | Sequence[PathLike] | None = None) -> Gpu:
+    """One GPU by id, alias or name; InputError with a suggestion when unknown."""
+    return convert(Gpu, catalog(data).gpu(name, "--gpu"))

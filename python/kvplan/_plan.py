@@ -1,0 +1,434 @@
+"""kvplan.plan() and its result objects. Every number comes from libplanner; this module converts and renders."""
+
+from __future__ import annotations
+
+import dataclasses
+import html
+import json
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from . import _core
+from ._catalog import Model, Task, convert
+from ._request import FlashAttn, GpuLayers, Options, PathLike, Size, catalog, request
+
+if TYPE_CHECKING:
+    import pandas as _pd
+    from typing_extensions import Unpack
+
+# The allocation kinds of one option's memory (without "_bytes"): those the JSON's options[].memory counts in
+# the device pool, then those that are host memory wherever they are.
+DEVICE_KINDS = ("weights", "k_cache", "v_cache", "swa_k_cache", "swa_v_cache", "state", "compute")
+MEMORY_KINDS = (*DEVICE_KINDS, "weights_host", "compute_host", "output")
+RISKS = ("free", "mild", "noticeable", "avoid")
+
+
+def gib(n: int) -> str:
+    """Bytes as GiB with two decimals, formatted by the library ("18.08")."""
+    return _core.format_gib(n)
+
+
+def loss_text(q: Quality) -> str:
+    """'mild (~1.9%)', as the CLI's table writes the risk and the expected loss."""
+    pct = q.expected_loss * 100
+    if pct < 0.05:
+        return f"{q.risk} (<0.1%)"
+    return f"{q.risk} (~{pct:.1f}%)" if pct < 10 else f"{q.risk} (~{pct:.0f}%)"
+
+
+KIND_TITLES = {"k_cache": "K cache", "v_cache": "V cache", "swa_k_cache": "SWA K cache", "swa_v_cache": "SWA V cache"}
+
+
+def html_table(titles: Sequence[str], rows: Sequence[Sequence[str]], left: Sequence[int] = (),
+               styles: Sequence[str] = ()) -> str:
+    """An HTML table of text cells (escaped); columns in `left` align left, the others right (numbers)."""
+    def cell(tag: str, i: int, text: str) -> str:
+        return f"<{tag} style='text-align:{'left' if i in left else 'right'}'>{html.escape(text)}</{tag}>"
+    head = "".join(cell("th", i, t) for i, t in enumerate(titles))
+    body = "".join(f"<tr{styles[r] if r < len(styles) else ''}>" + "".join(cell("td", i, c) for i, c in enumerate(row))
+                   + "</tr>" for r, row in enumerate(rows))
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _pandas() -> Any:
+    try:
+        import pandas
+    except ImportError:
+        raise ImportError("to_dataframe() needs pandas, which is not installed: `pip install pandas` "
+                          "(kvplan itself does not depend on it; to_dict() and to_json() work without it)") from None
+    return pandas
+
+
+@dataclasses.dataclass(frozen=True)
+class Allocation:
+    """One buffer the engine allocates: what, in which pool, its bytes (unpadded; the upper bound of an estimate)."""
+
+    component: str  # "main"
+    what: str       # weights | k_cache | v_cache | swa_k_cache | swa_v_cache | state | compute | weights_host | ...
+    pool: str       # "gpu0", "host", "unified"
+    bytes: int
+    unpadded_bytes: int
+    high_bytes: int
+    accuracy: str   # exact | estimate
+
+
+@dataclasses.dataclass(frozen=True)
+class PoolUsage:
+    """One option's use of one pool. headroom_bytes < 0: it does not fit."""
+
+    pool: str
+    allocations_bytes: int
+    allocations_high_bytes: int
+    total_bytes: int       # allocations + runtime overhead, typical: what the device will hold
+    total_high_bytes: int  # the same at every upper bound: what the fit check uses
+    headroom_bytes: int    # capacity - reserve - margin - total_high (0 for an unbounded pool)
+
+
+@dataclasses.dataclass(frozen=True)
+class Memory:
+    """One option's memory in bytes, as the JSON's options[].memory: the device's buffers by kind (weights ..
+    compute; with partial offload the layers in RAM are in `allocations`), the host-only buffers, and the device
+    pool's overhead, margin and totals."""
+
+    weights_bytes: int
+    k_cache_bytes: int
+    v_cache_bytes: int
+    swa_k_cache_bytes: int
+    swa_v_cache_bytes: int
+    state_bytes: int
+    compute_bytes: int
+    weights_host_bytes: int
+    compute_host_bytes: int
+    output_bytes: int
+    overhead_bytes: int       # runtime overhead of the device, typical
+    overhead_high_bytes: int  # and its upper bound
+    margin_bytes: int
+    total_bytes: int
+    total_high_bytes: int
+    headroom_bytes: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Quality:
+    """The estimated quality cost: fractions of perplexity increase (0.019 = +1.9 %), with an 80 % interval."""
+
+    expected_loss: float
+    low: float
+    high: float
+    kv_loss: float       # the cache's part, before the task factor
+    weights_loss: float  # the weights' part
+    task_factor: float
+    weights_factor: float
+    risk: str            # free | mild | noticeable | avoid
+    evidence: tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class Pool:
+    """A memory pool of the device: what the driver reports and what the plan may use."""
+
+    id: str
+    kind: str  # gpu | host | unified
+    device: str
+    backend: str
+    bounded: bool
+    capacity_bytes: int  # 0: not bounded
+    reserve_bytes: int
+    overhead_bytes: int
+    overhead_high_bytes: int
+    margin_bytes: int
+    budget_bytes: int | None  # for the plan's own buffers: capacity - reserve - overhead (upper bound) - margin
+
+
+@dataclasses.dataclass(frozen=True)
+class Resolved:
+    """What the engine will do with the request, whatever option is chosen."""
+
+    engine: str
+    engine_build: str
+    backend: str
+    backend_verified: bool
+    build: str
+    n_parallel: int
+    kv_unified: bool
+    n_ubatch: int
+    n_batch: int
+    swa_full: bool
+    gpu_size_only: bool  # gpu= was a size, not a named card
+    n_gpu_layers: int | None  # as the launch line gives it (None: all layers)
+    n_cpu_moe: int | None     # layers whose experts stay in RAM (-1: all)
+
+
+@dataclasses.dataclass(frozen=True, repr=False)
+class Option:
+    """One configuration the engine will start: weights, context, K/V types, flash attention, and what it costs."""
+
+    rank: int  # 1 = the recommendation (when the plan fits)
+    weights: str
+    ctx_size: int      # what -c gets (all slots together)
+    ctx_per_slot: int  # the longest one conversation can run
+    cache_type_k: str
+    cache_type_v: str
+    flash_attn: bool
+    beyond_native: bool
+    below_task_min: bool
+    fits: bool
+    memory: Memory
+    allocations: tuple[Allocation, ...]
+    pools: tuple[PoolUsage, ...]
+    quality: Quality
+    needs: tuple[str, ...]
+    warnings: tuple[str, ...]
+    reason: str
+    launch: str  # the llama-server command line
+    plan: Plan = dataclasses.field(compare=False)
+
+    @classmethod
+    def _from_core(cls, o: _core.Option, rank: int, plan: Plan, device: _core.Pool) -> Option:
+        usage = o.usage(device.id)
+        kinds = {f"{k}_bytes": o.sum(k, device.id if k in DEVICE_KINDS else "") for k in MEMORY_KINDS}
+        memory = Memory(**kinds, overhead_bytes=device.overhead.bytes, overhead_high_bytes=device.overhead.high,
+                        margin_bytes=device.margin, total_bytes=usage.total, total_high_bytes=usage.total_high,
+                        headroom_bytes=usage.headroom)
+        allocations = tuple(Allocation(a.component, a.what, a.pool, a.figure.bytes, a.figure.unpadded, a.figure.high,
+                                       a.figure.accuracy.name) for a in o.allocations)
+        pools = tuple(PoolUsage(u.pool, u.allocations, u.allocations_high, u.total, u.total_high, u.headroom)
+                      for u in o.pools)
+        quality = convert(Quality, o.quality, risk=o.quality.risk.name, evidence=tuple(o.quality.evidence))
+        return convert(cls, o, rank=rank, fits=o.fits(), memory=memory, allocations=allocations, pools=pools,
+                       quality=quality, plan=plan)
+
+    @property
+    def ctx_text(self) -> str:
+        """'32768', or '65536=4x16384' when slots split the context, as the CLI's table writes it."""
+        if self.ctx_per_slot == self.ctx_size:
+            return str(self.ctx_size)
+        return f"{self.ctx_size}={self.plan.resolved.n_parallel}x{self.ctx_per_slot}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """This option as the JSON contract has it (an element of Plan.to_dict()["options"])."""
+        option: dict[str, Any] = self.plan.to_dict()["options"][self.rank - 1]
+        return option
+
+    def to_dataframe(self) -> _pd.DataFrame:
+        """One row per allocation: component, what, pool, bytes, unpadded_bytes, high_bytes, accuracy."""
+        pd = _pandas()
+        columns = [f.name for f in dataclasses.fields(Allocation)]
+        df = pd.DataFrame([dataclasses.asdict(a) for a in self.allocations], columns=columns)
+        return df.astype({"bytes": "int64", "unpadded_bytes": "int64", "high_bytes": "int64"})
+
+    def __repr__(self) -> str:
+        fits = "" if self.fits else ", DOES NOT FIT"
+        return (f"<kvplan.Option #{self.rank}: {self.weights}, {self.ctx_text} tokens, K={self.cache_type_k} "
+                f"V={self.cache_type_v}, FA {'on' if self.flash_attn else 'off'}, total {gib(self.memory.total_bytes)} "
+                f"GiB, headroom {gib(self.memory.headroom_bytes)} GiB, {loss_text(self.quality)}{fits}>")
+
+    def _repr_html_(self) -> str:
+        e = html.escape
+        rows = [[a.what, a.pool, f"{a.bytes:,}", gib(a.bytes), gib(a.high_bytes), a.accuracy] for a in self.allocations]
+        bounded = {p.id: p.bounded for p in self.plan.pools}
+        rows += [[f"{u.pool} total", "", f"{u.total_bytes:,}", gib(u.total_bytes), gib(u.total_high_bytes),
+                  f"headroom {gib(u.headroom_bytes)} GiB" if bounded[u.pool] else "not bounded"] for u in self.pools]
+        table = html_table(["allocation", "pool", "bytes", "GiB", "upper GiB", "kind"], rows, left=(0, 1, 5),
+                           styles=[""] * len(self.allocations) + [" style='font-weight:bold'"] * len(self.pools))
+        q = self.quality
+        notes = "".join(f"<li>{e(n)}</li>" for n in (*self.needs, *self.warnings, *q.evidence))
+        return (f"<div><p><b>Option #{self.rank}</b>: {e(self.weights)} weights, {self.ctx_text} tokens, "
+                f"K={e(self.cache_type_k)} V={e(self.cache_type_v)}, "
+                f"flash attention {'on' if self.flash_attn else 'off'}"
+                f" — {'fits' if self.fits else '<b>does not fit</b>'}; {e(self.reason)}</p>{table}"
+                f"<p>Quality: {e(loss_text(q))}, 80% interval {q.low:.3%} .. {q.high:.3%}</p>"
+                f"{f'<ul>{notes}</ul>' if notes else ''}<pre>{e(self.launch)}</pre></div>")
+
+
+class Plan:
+    """The planner's answer: ranked options (best first), the device's pools, and why.
+
+    ``to_json()`` is byte-identical to ``kvplan --json`` for the same request (schema/plan.schema.json).
+    """
+
+    model: Model
+    task: Task
+    resolved: Resolved
+    pools: tuple[Pool, ...]
+    options: tuple[Option, ...]
+    mode: str  # rank | max_context | best_types | single
+    warnings: tuple[str, ...]
+    nothing_fits: str | None  # why nothing fits, and what would (None when an option fits)
+    explanation: tuple[str, ...]
+    fits: bool
+
+    def __init__(self, core: _core.Plan, catalog: _core.Catalog) -> None:
+        self._core = core
+        self._catalog = catalog
+        self.model = Model._from_core(core.model)
+        self.task = convert(Task, core.task)
+        self.resolved = convert(Resolved, core.resolved)
+        self.pools = tuple(convert(Pool, p, bounded=p.bounded(), capacity_bytes=p.capacity, reserve_bytes=p.reserve,
+                                   overhead_bytes=p.overhead.bytes, overhead_high_bytes=p.overhead.high,
+                                   margin_bytes=p.margin, budget_bytes=p.budget() if p.bounded() else None)
+                           for p in core.pools)
+        device = core.pools[0]
+        self.options = tuple(Option._from_core(o, i + 1, self, device) for i, o in enumerate(core.options))
+        self.mode = core.mode
+        self.warnings = tuple(core.warnings)
+        self.nothing_fits = core.nothing_fits or None
+        self.explanation = tuple(core.explanation)
+        self.fits = core.fits()
+
+    @property
+    def recommended(self) -> Option | None:
+        """The first option when it fits, else None."""
+        return self.options[0] if self.fits else None
+
+    @property
+    def device(self) -> Pool:
+        """The device's pool (the GPU, or the unified memory)."""
+        return self.pools[0]
+
+    def to_json(self, indent: int = 2) -> str:
+        """The plan as JSON, written by the library: byte-identical to `kvplan --json` for the same request."""
+        return _core.to_json(self._core, indent)
+
+    def to_dict(self) -> dict[str, Any]:
+        """json.loads(to_json()): the JSON contract as Python values."""
+        result: dict[str, Any] = json.loads(self.to_json())
+        return result
+
+    def to_dataframe(self) -> _pd.DataFrame:
+        """One row per option (rank, types, context, memory in bytes, loss, risk, fits, reason, launch)."""
+        pd = _pandas()
+        rows = []
+        for o in self.options:
+            row: dict[str, Any] = {"rank": o.rank, "weights": o.weights, "ctx_size": o.ctx_size,
+                                   "ctx_per_slot": o.ctx_per_slot, "cache_type_k": o.cache_type_k,
+                                   "cache_type_v": o.cache_type_v, "flash_attn": o.flash_attn}
+            row.update(dataclasses.asdict(o.memory))
+            row.update(expected_loss=o.quality.expected_loss, loss_low=o.quality.low, loss_high=o.quality.high,
+                       risk=o.quality.risk, fits=o.fits, reason=o.reason, launch=o.launch)
+            rows.append(row)
+        columns = ["rank", "weights", "ctx_size", "ctx_per_slot", "cache_type_k", "cache_type_v", "flash_attn",
+                   *(f.name for f in dataclasses.fields(Memory)), "expected_loss", "loss_low", "loss_high", "risk",
+                   "fits", "reason", "launch"]
+        df = pd.DataFrame(rows, columns=columns)
+        ints = {c: "int64" for c in ("rank", "ctx_size", "ctx_per_slot", *(f.name for f in dataclasses.fields(Memory)))}
+        floats = {c: "float64" for c in ("expected_loss", "loss_low", "loss_high")}
+        df = df.astype({**ints, **floats, "flash_attn": "bool", "fits": "bool",
+                        "risk": pd.CategoricalDtype(RISKS, ordered=True)})
+        return df.set_index("rank")
+
+    # ---- rendering ----
+    def _header(self) -> list[tuple[str, str]]:
+        m, d, t = self.model, self.device, self.task
+        where = d.device if self.resolved.gpu_size_only else f"{d.device} = {gib(d.capacity_bytes)} GiB"
+        return [("Model", f"{m.name} ({m.arch}, {m.layers} layers, {m.kv_heads} KV heads x {m.head_dim_k})"),
+                ("Device", where),
+                ("Budget", f"{gib(d.budget_bytes or 0)} GiB for the plan's buffers, after reserve "
+                           f"{gib(d.reserve_bytes)}, runtime overhead up to {gib(d.overhead_high_bytes)} and margin "
+                           f"{gib(d.margin_bytes)}"),
+                ("Engine", f"{self.resolved.engine} {self.resolved.engine_build}, {self.resolved.backend} backend"),
+                ("Task", f"{t.name}: wants {t.ctx_target} tokens (at least {t.ctx_min})")]
+
+    def _device_kinds(self) -> list[str]:
+        """Allocation kinds in the device pool of any option, in the library's order."""
+        seen: list[str] = []
+        for o in self.options:
+            for a in o.allocations:
+                if a.pool == self.device.id and a.what not in seen:
+                    seen.append(a.what)
+        return seen
+
+    def __repr__(self) -> str:
+        lines = [f"<kvplan.Plan mode={self.mode}, {'fits' if self.fits else 'NOTHING FITS'}: {self.model.name} on "
+                 f"{self.device.device}, task {self.task.id}"]
+        cols = ("#", "weights", "ctx", "K", "V", "FA", "total GiB", "headroom", "risk (est. loss)")
+        rows = [(str(o.rank), o.weights, o.ctx_text, o.cache_type_k, o.cache_type_v, "on" if o.flash_attn else "off",
+                 gib(o.memory.total_bytes), gib(o.memory.headroom_bytes), loss_text(o.quality)) for o in self.options]
+        widths = [max(len(r[i]) for r in (cols, *rows)) for i in range(len(cols))]
+        left = {1, 3, 4, 5, 8}
+        for r in (cols, *rows):
+            lines.append("  " + "  ".join(c.ljust(w) if i in left else c.rjust(w)
+                                          for i, (c, w) in enumerate(zip(r, widths))).rstrip())
+        if self.recommended:
+            lines.append("  " + self.recommended.launch)
+        elif self.nothing_fits:
+            lines.append("  nothing fits: " + self.nothing_fits)
+        return "\n".join(lines) + ">"
+
+    def _repr_html_(self) -> str:
+        e = html.escape
+        kinds = self._device_kinds()
+        head = "".join(f"<tr><th style='text-align:left'>{e(k)}</th><td style='text-align:left'>{e(v)}</td></tr>"
+                       for k, v in self._header())
+        titles = ["#", "weights", "ctx", "K", "V", "FA", *(KIND_TITLES.get(k, k) for k in kinds), "overhead", "total",
+                  "headroom", "risk (est. loss)", "reason"]
+        rows = [[str(o.rank), o.weights, o.ctx_text, o.cache_type_k, o.cache_type_v, "on" if o.flash_attn else "off",
+                 *(gib(getattr(o.memory, f"{k}_bytes")) for k in kinds), gib(o.memory.overhead_bytes),
+                 gib(o.memory.total_bytes), gib(o.memory.headroom_bytes), loss_text(o.quality), o.reason]
+                for o in self.options]
+        n = len(titles)
+        table = html_table(titles, rows, left=(1, 3, 4, 5, n - 2, n - 1),
+                           styles=["" if o.fits else " style='color:#b00'" for o in self.options])
+        out = (f"<div><table>{head}</table>{table}"
+               "<p style='font-size:smaller'>Sizes in GiB (2<sup>30</sup> bytes); total and headroom include the "
+               "runtime overhead; headroom counts every estimate at its upper bound.</p>")
+        rec = self.recommended
+        if rec:
+            out += (f"<p><b>Recommended</b> #1: {e(rec.weights)} weights, {rec.ctx_text} tokens, "
+                    f"K={e(rec.cache_type_k)} V={e(rec.cache_type_v)}, {e(loss_text(rec.quality))}</p>"
+                    f"<pre>{e(rec.launch)}</pre>")
+            if self.explanation:
+                out += "<p>Why</p><ul>" + "".join(f"<li>{e(x)}</li>" for x in self.explanation) + "</ul>"
+        else:
+            out += f"<p><b>Nothing fits</b>: {e(self.nothing_fits or '')}.</p>"
+        out += "".join(f"<p>Warning: {e(w)}</p>" for w in (*(rec.warnings if rec else ()), *self.warnings))
+        return out + "</div>"
+
+
+def plan(gpu: str | None = None, model: PathLike | None = None, task: str | None = None, *,
+         weights: str | None = None, ctx_size: int | None = None, cache_type_k: str | None = None,
+         cache_type_v: str | None = None, flash_attn: FlashAttn | None = None, n_parallel: int | None = None,
+         kv_unified: bool | None = None, n_ubatch: int | None = None, n_batch: int | None = None,
+         swa_full: bool | None = None, n_gpu_layers: GpuLayers | None = None, cpu_moe: bool | None = None,
+         n_cpu_moe: int | None = None, rope_scaling: str | None = None,
+         rope_scale: float | None = None, yarn_orig_ctx: int | None = None, engine: str | None = None,
+         backend: str | None = None, build: str | None = None, allow_slow: bool | None = None,
+         reserve: Size | None = None, free: Size | None = None, host_ram: Size | None = None,
+         top: int | None = None, data: PathLike | Sequence[PathLike] | None = None) -> Plan:
+    """Plan weights, context and K/V cache types for a model on a GPU: what `kvplan` prints.
+
+    gpu: a catalog name ("rtx4090", "RTX 3090") or a size ("24GB" = 24 GiB). model: a catalog name, alias or
+    Hugging Face id, a GGUF file name ("Qwen3-8B-Q6_K.gguf", model and weights), or the path of a GGUF file,
+    config.json or model folder, read as the CLI reads it (see read_model). task: general (default), agentic,
+    coding, rag, chat, summarization, creative, reasoning.
+
+    The other keywords are the CLI's flags with llama.cpp's names (ctx_size is -c, cache_type_k -ctk,
+    n_parallel -np, kv_unified -kvu, n_ubatch -ub, n_batch -b, n_gpu_layers -ngl); flash_attn takes
+    "on" | "off" | "auto" or a bool; reserve, free and host_ram take "1.5GB" (binary units) or bytes; data
+    takes one directory or a list (after those in KVPLAN_DATA); host_ram is --ram, cpu_moe --cpu-moe. None keeps
+    the CLI's default.
+
+    Pinning cache_type_k and cache_type_v asks for the largest context (mode "max_context"); pinning ctx_size
+    asks for the best types (mode "best_types"); pinning everything sizes one configuration ("single").
+    Raises InputError (a ValueError) for bad input; a plan where nothing fits has fits False and says why.
+    """
+    given = dict(locals())
+    cat = catalog(given.pop("data"))
+    return Plan(_core.plan(cat, request(cat, **given)), cat)
+
+
+def breakdown(gpu: str, model: PathLike, *, weights: str, ctx_size: int, cache_type_k: str, cache_type_v: str,
+              **options: Unpack[Options]) -> Option:
+    """The memory breakdown and quality of one fully pinned configuration, whether it fits or not (see Option.fits)."""
+    p = plan(gpu, model, weights=weights, ctx_size=ctx_size, cache_type_k=cache_type_k, cache_type_v=cache_type_v,
+             **options)
+    return p.options[0]
+
+
+def max_context(gpu: str, model: PathLike, *, cache_type_k: str, cache_type_v: str, weights: str | None = None,
+                **options: Unpack[Options]) -> Plan:
+    """The inverse query: the largest context each option reaches with these K/V types (mode "max_context").
+
+    ``max_context(...).recommended.ctx_per_slot`` is the answer in tokens per conversation.
+    """
+    return plan(gpu, model, cache_type_k=cache_type_k, cache_type_v=cache_type_v, weights=weights, **options)

@@ -1,0 +1,180 @@
+"""Plots of plans (matplotlib, optional): memory against context, and the risk of the ranked options.
+
+Every number plotted comes from the library (kvplan.breakdown, kvplan.max_context, kvplan.plan); this module
+only converts bytes to GiB for the axes and draws. Each function returns the matplotlib Figure; pass `ax` to
+draw into an existing Axes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from ._plan import RISKS, Plan, breakdown, gib, loss_text, max_context, plan
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+    from typing_extensions import Unpack
+
+    from ._request import Options, PathLike
+
+GiB = 1 << 30
+DEFAULT_PAIRS = (("f16", "f16"), ("q8_0", "q8_0"), ("q4_0", "q4_0"))
+RISK_COLORS = {"free": "#2a9d8f", "mild": "#8ab17d", "noticeable": "#e9c46a", "avoid": "#e76f51"}
+
+
+def _pyplot() -> Any:
+    try:
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise ImportError("kvplan.plots needs matplotlib, which is not installed: `pip install matplotlib`") from None
+    return plt
+
+
+def _axes(ax: Axes | None, size: tuple[float, float]) -> tuple[Figure, Axes]:
+    if ax is not None:
+        return ax.get_figure(), ax  # type: ignore[return-value]
+    fig, new_ax = _pyplot().subplots(figsize=size, layout="constrained")
+    return fig, new_ax
+
+
+def _token_axis(ax: Axes) -> None:
+    """x ticks at power-of-two multiples of 1024 tokens, labelled 16k, 32k, ... (call after plotting)."""
+    from matplotlib.ticker import FuncFormatter, MultipleLocator
+    base = 1024
+    while ax.get_xlim()[1] / base > 8:
+        base *= 2
+    ax.xaxis.set_major_locator(MultipleLocator(base))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x / 1024:g}k"))
+
+
+def _label_points(ax: Axes, points: list[tuple[float, float, str]], gap: float = 11) -> None:
+    """Label each point to its right; labels of points in one column are pushed apart by `gap` points."""
+    ax.autoscale_view()
+    lo, hi = ax.get_xlim()
+    ax.set_xlim(lo, hi + 0.25 * (hi - lo))  # room for the labels of the rightmost column
+    dpi = ax.get_figure().dpi  # type: ignore[union-attr]
+    columns: dict[float, list[tuple[float, str]]] = {}
+    for x, y, text in points:
+        columns.setdefault(x, []).append((y, text))
+    for x, column in columns.items():
+        placed = None  # the previous label's height, in points
+        for y, text in sorted(column, key=lambda c: -c[0]):
+            at = ax.transData.transform((x, y))[1] * 72 / dpi
+            label = at if placed is None else min(at, placed - gap)
+            ax.annotate(text, (x, y), textcoords="offset points", xytext=(10, label - at - 3), fontsize=8,
+                        arrowprops={"arrowstyle": "-", "color": "#999999", "lw": 0.6} if label < at - 1 else None)
+            placed = label
+
+
+def _contexts(max_ctx: int, points: int) -> list[int]:
+    """About `points` context sizes up to max_ctx, multiples of 256 (the engine's padding), for the x axis."""
+    step = max(256, max_ctx // points // 256 * 256)
+    return list(range(step, max_ctx + 1, step))
+
+
+def memory_vs_context(gpu: str, model: PathLike, pairs: Sequence[tuple[str, str]] = DEFAULT_PAIRS, *,
+                      weights: str | None = None, contexts: Sequence[int] | None = None, ax: Axes | None = None,
+                      **options: Unpack[Options]) -> Figure:
+    """GPU memory against context for each (K, V) cache-type pair, against the device's budget.
+
+    Each point is kvplan.breakdown() at that context: the plan's buffers (weights, K/V cache, compute) at their
+    upper bounds, which the fit check compares with the budget (device memory less reserve, runtime overhead and
+    margin). Each pair's largest fitting context (kvplan.max_context) is marked on the budget line. weights: a
+    GGUF format; by default the one kvplan.plan() recommends for the task. contexts: the x values (default: up
+    to the model's longest context). flash_attn defaults to "on" (quantized V needs it); other keywords are
+    kvplan.plan()'s.
+    """
+    if not pairs:
+        raise ValueError("pairs is empty: give at least one (cache_type_k, cache_type_v) pair")
+    options.setdefault("flash_attn", "on")
+    if weights is None:
+        best = plan(gpu, model, **options)
+        if best.recommended is None:
+            raise ValueError(f"nothing fits {model} on {gpu} ({best.nothing_fits}); pass weights= to plot anyway")
+        weights = best.recommended.weights
+    fig, ax = _axes(ax, (9, 5.5))
+    device, name = None, str(model)
+    for k, v in pairs:
+        # the inverse query first: its plan gives the device, the model and the largest fitting context
+        inverse = max_context(gpu, model, cache_type_k=k, cache_type_v=v, weights=weights, **options)
+        scaling = inverse.model.rope_scaling
+        if scaling is not None and options.get("rope_scaling") is None:
+            # search up to the model's longest documented context, as the x axis goes
+            scaled = options.copy()
+            scaled["rope_scaling"] = scaling.type
+            inverse = max_context(gpu, model, cache_type_k=k, cache_type_v=v, weights=weights, **scaled)
+        device, name = inverse.device, inverse.model.name
+        xs = list(contexts) if contexts is not None else _contexts(inverse.model.max_ctx, 48)
+        points = [breakdown(gpu, model, weights=weights, ctx_size=x, cache_type_k=k, cache_type_v=v, **options)
+                  for x in xs]
+        ys = [p.pools[0].allocations_high_bytes / GiB for p in points]
+        best_fit = inverse.recommended
+        label = f"K={k} V={v}: " + (f"fits up to {best_fit.ctx_per_slot:,} tokens" if best_fit else "does not fit")
+        if best_fit is not None and best_fit.beyond_native:
+            label += f" (rope-scaled beyond the native {inverse.model.ctx_native:,})"
+        (line,) = ax.plot([p.ctx_size for p in points], ys, marker=".", markersize=4, linewidth=2, label=label)
+        if best_fit is not None:
+            y = best_fit.pools[0].allocations_high_bytes / GiB
+            ax.plot([best_fit.ctx_size], [y], marker="o", markersize=9, markerfacecolor="white",
+                    markeredgewidth=2, color=line.get_color(), zorder=5)
+            right = best_fit.ctx_size > 0.8 * xs[-1]
+            ax.annotate(f"{best_fit.ctx_per_slot:,}", (best_fit.ctx_size, y), textcoords="offset points",
+                        xytext=(-8 if right else 8, -14), ha="right" if right else "left", fontsize=9,
+                        color=line.get_color(), fontweight="bold")
+    assert device is not None
+    if device.budget_bytes is not None:
+        budget = device.budget_bytes / GiB
+        ax.axhline(budget, color="#c0392b", linewidth=2, linestyle="--",
+                   label=f"budget {gib(device.budget_bytes)} GiB = {gib(device.capacity_bytes)} GiB device"
+                         f" − reserve {gib(device.reserve_bytes)} − overhead {gib(device.overhead_high_bytes)}"
+                         f" − margin {gib(device.margin_bytes)}")
+    ax.set_xlabel("context (tokens, -c)")
+    ax.set_ylabel("GPU memory for weights + K/V cache + compute (GiB, upper bound)")
+    ax.set_title(f"{name} ({weights} weights) on {device.device}: memory vs context")
+    _token_axis(ax)
+    ax.set_ylim(bottom=0)
+    ax.grid(True, alpha=0.3)
+    ax.legend(loc="upper left", fontsize=9)
+    return fig
+
+
+def risk_frontier(p: Plan, *, ax: Axes | None = None) -> Figure:
+    """Expected quality loss against context per conversation for the plan's ranked options.
+
+    Each option is a point at its expected loss, with its 80 % interval, coloured by risk band; the
+    recommendation is a star. The task's target and minimum context are dashed lines. Plan with a larger
+    top= to see more of the frontier.
+    """
+    fig, ax = _axes(ax, (9, 5.5))
+    for risk in RISKS:
+        group = [o for o in p.options if o.quality.risk == risk]
+        if not group:
+            continue
+        xs = [o.ctx_per_slot for o in group]
+        ys = [o.quality.expected_loss * 100 for o in group]
+        err = [[(o.quality.expected_loss - o.quality.low) * 100 for o in group],
+               [(o.quality.high - o.quality.expected_loss) * 100 for o in group]]
+        ax.errorbar(xs, ys, yerr=err, fmt="o", color=RISK_COLORS[risk], ecolor=RISK_COLORS[risk], elinewidth=1,
+                    capsize=3, markersize=8, alpha=0.9, label=f"{risk} risk")
+    rec = p.recommended
+    if rec is not None:
+        ax.plot([rec.ctx_per_slot], [rec.quality.expected_loss * 100], marker="*", markersize=20, color="#264653",
+                linestyle="none", label=f"recommended: {loss_text(rec.quality)}", zorder=5)
+    ax.axvline(p.task.ctx_target, color="#555555", linestyle="--", linewidth=1.2,
+               label=f"{p.task.id} target {p.task.ctx_target:,} tokens")
+    ax.axvline(p.task.ctx_min, color="#999999", linestyle=":", linewidth=1.2,
+               label=f"{p.task.id} minimum {p.task.ctx_min:,} tokens")
+    ax.set_yscale("log")
+    _label_points(ax, [(o.ctx_per_slot, o.quality.expected_loss * 100,
+                        f"#{o.rank} {o.weights} {o.cache_type_k}/{o.cache_type_v}" + ("" if o.fits else " (no fit)"))
+                       for o in p.options])
+    ax.set_xlabel("context per conversation (tokens)")
+    ax.set_ylabel("expected quality loss (% perplexity increase, log scale)")
+    ax.yaxis.set_major_formatter(_pyplot().FuncFormatter(lambda y, _: f"{y:g}%"))
+    _token_axis(ax)
+    ax.set_title(f"{p.model.name} on {p.device.device}, task {p.task.id}: risk vs context of the ranked options")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(loc="best", fontsize=9)
+    return fig

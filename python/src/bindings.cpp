@@ -1,0 +1,296 @@
+// kvplan._core: the pybind11 shim over libplanner. It converts the library's value types and calls its
+// functions; it holds no logic. The Pythonic API (keyword arguments, result objects, tables, plots) is
+// python/kvplan/; the types here are described for type checkers in python/kvplan/_core.pyi.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "kvplan/kvplan.hpp"
+
+namespace py = pybind11;
+using namespace kvplan;
+
+namespace {
+
+// kvplan::InputError becomes kvplan.InputError (a ValueError defined in python/kvplan/_errors.py),
+// carrying the same field, value, problem, accepted values and suggestion.
+void translate_input_error(std::exception_ptr p) {
+  try {
+    if (p) std::rethrow_exception(p);
+  } catch (const InputError& e) {
+    py::object cls = py::module_::import("kvplan._errors").attr("InputError");
+    py::object err = cls(e.what(), e.field(), e.value(), e.problem(), e.accepted(), e.suggestion());
+    PyErr_SetObject(cls.ptr(), err.ptr());
+  }
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "kvplan's C++ planner (libplanner). Private: use the kvplan package.";
+  m.attr("__version__") = KVPLAN_VERSION;
+  m.attr("SCHEMA_VERSION") = kSchemaVersion;
+  py::register_exception_translator(&translate_input_error);
+
+  // ---------- the request ----------
+  py::class_<Request>(m, "Request")
+      .def(py::init<>())
+      .def_readwrite("model", &Request::model)
+      // a model read from a file (load_model_file); ModelSpec is bound read-only, so const stays const
+      .def_property("model_spec", [](const Request& r) { return std::const_pointer_cast<ModelSpec>(r.model_spec); },
+                    [](Request& r, std::shared_ptr<ModelSpec> spec) { r.model_spec = std::move(spec); })
+      .def_readwrite("backend", &Request::backend)
+      .def_readwrite("gpu", &Request::gpu)
+      .def_readwrite("task", &Request::task)
+      .def_readwrite("engine", &Request::engine)
+      .def_readwrite("build", &Request::build)
+      .def_readwrite("weights", &Request::weights)
+      .def_readwrite("ctx_size", &Request::ctx_size)
+      .def_readwrite("cache_type_k", &Request::cache_type_k)
+      .def_readwrite("cache_type_v", &Request::cache_type_v)
+      .def_readwrite("flash_attn", &Request::flash_attn)
+      .def_readwrite("n_parallel", &Request::n_parallel)
+      .def_readwrite("kv_unified", &Request::kv_unified)
+      .def_readwrite("n_ubatch", &Request::n_ubatch)
+      .def_readwrite("n_batch", &Request::n_batch)
+      .def_readwrite("swa_full", &Request::swa_full)
+      .def_readwrite("allow_slow", &Request::allow_slow)
+      .def_readwrite("n_gpu_layers", &Request::n_gpu_layers)
+      .def_readwrite("n_cpu_moe", &Request::n_cpu_moe)
+      .def_readwrite("rope_scaling", &Request::rope_scaling)
+      .def_readwrite("rope_scale", &Request::rope_scale)
+      .def_readwrite("yarn_orig_ctx", &Request::yarn_orig_ctx)
+      .def_readwrite("reserve", &Request::reserve)
+      .def_readwrite("free", &Request::free)
+      .def_readwrite("host_ram", &Request::host_ram)
+      .def_readwrite("top", &Request::top);
+
+  // ---------- the plan ----------
+  py::enum_<Accuracy>(m, "Accuracy").value("exact", Accuracy::exact).value("estimate", Accuracy::estimate);
+  py::enum_<Risk>(m, "Risk")
+      .value("free", Risk::free)
+      .value("mild", Risk::mild)
+      .value("noticeable", Risk::noticeable)
+      .value("avoid", Risk::avoid);
+
+  py::class_<Figure>(m, "Figure")
+      .def_readonly("bytes", &Figure::bytes)
+      .def_readonly("unpadded", &Figure::unpadded)
+      .def_readonly("high", &Figure::high)
+      .def_readonly("accuracy", &Figure::accuracy);
+
+  py::class_<Pool>(m, "Pool")
+      .def_readonly("id", &Pool::id)
+      .def_readonly("kind", &Pool::kind)
+      .def_readonly("device", &Pool::device)
+      .def_readonly("backend", &Pool::backend)
+      .def_readonly("capacity", &Pool::capacity)
+      .def_readonly("reserve", &Pool::reserve)
+      .def_readonly("overhead", &Pool::overhead)
+      .def_readonly("margin", &Pool::margin)
+      .def("bounded", &Pool::bounded)
+      .def("budget", &Pool::budget);
+
+  py::class_<Allocation>(m, "Allocation")
+      .def_readonly("component", &Allocation::component)
+      .def_readonly("what", &Allocation::what)
+      .def_readonly("pool", &Allocation::pool)
+      .def_readonly("figure", &Allocation::figure);
+
+  py::class_<PoolUsage>(m, "PoolUsage")
+      .def_readonly("pool", &PoolUsage::pool)
+      .def_readonly("allocations", &PoolUsage::allocations)
+      .def_readonly("allocations_high", &PoolUsage::allocations_high)
+      .def_readonly("total", &PoolUsage::total)
+      .def_readonly("total_high", &PoolUsage::total_high)
+      .def_readonly("headroom", &PoolUsage::headroom);
+
+  py::class_<Quality>(m, "Quality")
+      .def_readonly("expected_loss", &Quality::expected_loss)
+      .def_readonly("low", &Quality::low)
+      .def_readonly("high", &Quality::high)
+      .def_readonly("kv_loss", &Quality::kv_loss)
+      .def_readonly("weights_loss", &Quality::weights_loss)
+      .def_readonly("task_factor", &Quality::task_factor)
+      .def_readonly("weights_factor", &Quality::weights_factor)
+      .def_readonly("risk", &Quality::risk)
+      .def_readonly("evidence", &Quality::evidence);
+
+  py::class_<Option>(m, "Option")
+      .def_readonly("weights", &Option::weights)
+      .def_readonly("ctx_size", &Option::ctx_size)
+      .def_readonly("ctx_per_slot", &Option::ctx_per_slot)
+      .def_readonly("cache_type_k", &Option::cache_type_k)
+      .def_readonly("cache_type_v", &Option::cache_type_v)
+      .def_readonly("flash_attn", &Option::flash_attn)
+      .def_readonly("beyond_native", &Option::beyond_native)
+      .def_readonly("below_task_min", &Option::below_task_min)
+      .def_readonly("allocations", &Option::allocations)
+      .def_readonly("pools", &Option::pools)
+      .def_readonly("quality", &Option::quality)
+      .def_readonly("needs", &Option::needs)
+      .def_readonly("warnings", &Option::warnings)
+      .def_readonly("reason", &Option::reason)
+      .def_readonly("launch", &Option::launch)
+      .def("sum", &Option::sum, py::arg("what"), py::arg("pool") = std::string())
+      .def("usage", &Option::usage, py::arg("pool"))
+      .def("fits", &Option::fits);
+
+  py::class_<Resolved>(m, "Resolved")
+      .def_readonly("engine", &Resolved::engine)
+      .def_readonly("engine_build", &Resolved::engine_build)
+      .def_readonly("backend", &Resolved::backend)
+      .def_readonly("build", &Resolved::build)
+      .def_readonly("backend_verified", &Resolved::backend_verified)
+      .def_readonly("n_parallel", &Resolved::n_parallel)
+      .def_readonly("kv_unified", &Resolved::kv_unified)
+      .def_readonly("n_ubatch", &Resolved::n_ubatch)
+      .def_readonly("n_batch", &Resolved::n_batch)
+      .def_readonly("swa_full", &Resolved::swa_full)
+      .def_readonly("gpu_size_only", &Resolved::gpu_size_only)
+      .def_readonly("n_gpu_layers", &Resolved::n_gpu_layers)
+      .def_readonly("n_cpu_moe", &Resolved::n_cpu_moe);
+
+  // model and task point into the catalog, which plan() keeps alive for as long as the plan lives
+  py::class_<Plan>(m, "Plan")
+      .def_readonly("request", &Plan::request)
+      .def_readonly("resolved", &Plan::resolved)
+      .def_property_readonly("model", [](const Plan& p) { return p.model; }, py::return_value_policy::reference_internal)
+      .def_property_readonly("task", [](const Plan& p) { return p.task; }, py::return_value_policy::reference_internal)
+      .def_readonly("pools", &Plan::pools)
+      .def_readonly("options", &Plan::options)
+      .def_readonly("mode", &Plan::mode)
+      .def_readonly("warnings", &Plan::warnings)
+      .def_readonly("nothing_fits", &Plan::nothing_fits)
+      .def_readonly("explanation", &Plan::explanation)
+      .def("fits", &Plan::fits);
+
+  // ---------- the catalog ----------
+  py::class_<RopeScaling>(m, "RopeScaling")
+      .def_readonly("type", &RopeScaling::type)
+      .def_readonly("factor", &RopeScaling::factor)
+      .def_readonly("orig_ctx", &RopeScaling::orig_ctx);
+  py::class_<SlidingWindow>(m, "SlidingWindow")
+      .def_readonly("window", &SlidingWindow::window)
+      .def_readonly("pattern", &SlidingWindow::pattern)
+      .def_readonly("chunked", &SlidingWindow::chunked);
+  py::class_<Mla>(m, "Mla")
+      .def_readonly("kv_lora_rank", &Mla::kv_lora_rank)
+      .def_readonly("rope_dim", &Mla::rope_dim)
+      .def_readonly("legacy", &Mla::legacy);
+  py::class_<Recurrent>(m, "Recurrent")
+      .def_readonly("kind", &Recurrent::kind)
+      .def_readonly("d_conv", &Recurrent::d_conv)
+      .def_readonly("d_inner", &Recurrent::d_inner)
+      .def_readonly("d_state", &Recurrent::d_state)
+      .def_readonly("n_group", &Recurrent::n_group)
+      .def_readonly("head_size", &Recurrent::head_size);
+  py::class_<Moe>(m, "Moe")
+      .def_readonly("experts", &Moe::experts)
+      .def_readonly("experts_used", &Moe::experts_used)
+      .def_readonly("expert_ff", &Moe::expert_ff)
+      .def_readonly("shared_ff", &Moe::shared_ff);
+
+  py::class_<ModelSpec, std::shared_ptr<ModelSpec>>(m, "ModelSpec")
+      .def_readonly("id", &ModelSpec::id)
+      .def_readonly("name", &ModelSpec::name)
+      .def_readonly("hf_id", &ModelSpec::hf_id)
+      .def_readonly("arch", &ModelSpec::arch)
+      .def_readonly("family", &ModelSpec::family)
+      .def_readonly("source", &ModelSpec::source)
+      .def_readonly("note", &ModelSpec::note)
+      .def_readonly("aliases", &ModelSpec::aliases)
+      .def_readonly("params", &ModelSpec::params)
+      .def_readonly("layers", &ModelSpec::layers)
+      .def_readonly("embd", &ModelSpec::embd)
+      .def_readonly("heads", &ModelSpec::heads)
+      .def_readonly("kv_heads", &ModelSpec::kv_heads)
+      .def_readonly("head_dim_k", &ModelSpec::head_dim_k)
+      .def_readonly("head_dim_v", &ModelSpec::head_dim_v)
+      .def_readonly("ff", &ModelSpec::ff)
+      .def_readonly("vocab", &ModelSpec::vocab)
+      .def_readonly("tied_embeddings", &ModelSpec::tied_embeddings)
+      .def_readonly("ctx_native", &ModelSpec::ctx_native)
+      .def_readonly("ctx_extended", &ModelSpec::ctx_extended)
+      .def_readonly("rope_scaling", &ModelSpec::rope_scaling)
+      .def_readonly("swa", &ModelSpec::swa)
+      .def_readonly("moe", &ModelSpec::moe)
+      .def_readonly("mla", &ModelSpec::mla)
+      .def_readonly("recurrent", &ModelSpec::recurrent)
+      .def_readonly("file_format", &ModelSpec::file_format)
+      .def_readonly("file_paths", &ModelSpec::file_paths)
+      .def_readonly("fields_used", &ModelSpec::fields_used)
+      .def_readonly("fields_assumed", &ModelSpec::fields_assumed)
+      .def("max_ctx", &ModelSpec::max_ctx);
+
+  py::class_<GpuSpec>(m, "GpuSpec")
+      .def_readonly("id", &GpuSpec::id)
+      .def_readonly("name", &GpuSpec::name)
+      .def_readonly("vendor", &GpuSpec::vendor)
+      .def_readonly("backend", &GpuSpec::backend)
+      .def_readonly("memory_kind", &GpuSpec::memory_kind)
+      .def_readonly("arch", &GpuSpec::arch)
+      .def_readonly("source", &GpuSpec::source)
+      .def_readonly("aliases", &GpuSpec::aliases)
+      .def_readonly("total_mib", &GpuSpec::total_mib)
+      .def_readonly("working_set_mib", &GpuSpec::working_set_mib)
+      .def_readonly("bandwidth_gbs", &GpuSpec::bandwidth_gbs);
+
+  py::class_<EngineSpec>(m, "EngineSpec")
+      .def_readonly("id", &EngineSpec::id)
+      .def_readonly("name", &EngineSpec::name)
+      .def_readonly("build_name", &EngineSpec::build_name)
+      .def_readonly("build", &EngineSpec::build)
+      .def_readonly("vendored_by", &EngineSpec::vendored_by)
+      .def_readonly("cache_types", &EngineSpec::cache_types)
+      .def_readonly("cache_types_offered", &EngineSpec::cache_types_offered);
+
+  py::class_<WeightFormat>(m, "WeightFormat")
+      .def_readonly("id", &WeightFormat::id)
+      .def_readonly("base_type", &WeightFormat::base_type)
+      .def_readonly("source", &WeightFormat::source)
+      .def_readonly("quality_source", &WeightFormat::quality_source)
+      .def_readonly("rel_loss", &WeightFormat::rel_loss)
+      .def_readonly("rel_loss_estimate", &WeightFormat::rel_loss_estimate)
+      .def_readonly("bpw_llama31_8b", &WeightFormat::bpw_llama31_8b)
+      .def_readonly("offered", &WeightFormat::offered);
+
+  py::class_<TaskProfile>(m, "TaskProfile")
+      .def_readonly("id", &TaskProfile::id)
+      .def_readonly("name", &TaskProfile::name)
+      .def_readonly("metric", &TaskProfile::metric)
+      .def_readonly("summary", &TaskProfile::summary)
+      .def_readonly("source", &TaskProfile::source)
+      .def_readonly("aliases", &TaskProfile::aliases)
+      .def_readonly("ctx_target", &TaskProfile::ctx_target)
+      .def_readonly("ctx_min", &TaskProfile::ctx_min);
+
+  py::class_<Catalog>(m, "Catalog")
+      .def_readonly("models", &Catalog::models)
+      .def_readonly("gpus", &Catalog::gpus)
+      .def_readonly("engines", &Catalog::engines)
+      .def_readonly("weight_formats", &Catalog::weight_formats)
+      .def_readonly("tasks", &Catalog::tasks)
+      .def("model", &Catalog::model, py::arg("name"), py::arg("field") = "--model", py::return_value_policy::reference_internal)
+      .def("gpu", &Catalog::gpu, py::arg("name"), py::arg("field") = "--gpu", py::return_value_policy::reference_internal)
+      .def("engine", &Catalog::engine, py::arg("id"), py::arg("field") = "--engine", py::return_value_policy::reference_internal);
+
+  // ---------- functions ----------
+  m.def("builtin_catalog", &builtin_catalog, py::return_value_policy::reference);
+  m.def("load_catalog", &load_catalog, py::arg("extra_dirs"));
+  m.def("plan", &plan, py::arg("catalog"), py::arg("request"), py::keep_alive<0, 1>(), py::call_guard<py::gil_scoped_release>());
+  m.def("to_json", &to_json, py::arg("plan"), py::arg("indent") = 2);
+  m.def("load_model_file",
+        [](const std::string& path, const Catalog& catalog, const std::string& engine) {
+          return std::const_pointer_cast<ModelSpec>(load_model_file(path, catalog, engine));
+        },
+        py::arg("path"), py::arg("catalog"), py::arg("engine") = "llama.cpp");
+  m.def("model_to_json", &model_to_json, py::arg("model"), py::arg("indent") = 2);
+  m.def("parse_size", &parse_size, py::arg("text"), py::arg("field"));
+  // for the input errors of the Python layer's own parsing: the library's exception, so the library's message
+  m.def("raise_input_error",
+        [](const std::string& field, const std::string& value, const std::string& problem, const std::vector<std::string>& accepted) {
+          throw InputError(field, value, problem, accepted);
+        },
+        py::arg("field"), py::arg("value"), py::arg("problem"), py::arg("accepted") = std::vector<std::string>{});
+  m.def("format_gib", &format_gib, py::arg("bytes"));
+}

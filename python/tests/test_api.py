@@ -1,0 +1,220 @@
+"""The Pythonic layer: keywords, result objects, queries, catalog, errors."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import pickle
+import re
+from pathlib import Path
+
+import pytest
+from conftest import REPO
+
+import kvplan
+
+MISSION = {"gpu": "24GB", "model": "qwen2.5-coder-32b", "task": "agentic"}
+
+
+@pytest.fixture(scope="module")
+def mission() -> kvplan.Plan:
+    return kvplan.plan(**MISSION)
+
+
+def test_plan_result_objects(mission: kvplan.Plan) -> None:
+    assert mission.fits and mission.mode == "rank" and mission.nothing_fits is None
+    rec = mission.recommended
+    assert rec is mission.options[0] and rec.rank == 1 and rec.plan is mission
+    assert [o.rank for o in mission.options] == list(range(1, len(mission.options) + 1))
+    assert mission.model.id == "qwen2.5-coder-32b-instruct" and mission.task.id == "agentic"
+    assert mission.device.id == "gpu0" and mission.device.capacity_bytes == 24 << 30
+    # the values are the JSON's: one source of numbers
+    d = mission.to_dict()
+    first = d["options"][0]
+    assert rec.to_dict() == first
+    assert (rec.weights, rec.ctx_size, rec.cache_type_k, rec.cache_type_v) == (
+        first["weights"], first["ctx_size"], first["cache_type_k"], first["cache_type_v"])
+    for key, value in first["memory"].items():
+        if key.endswith("_bytes") and hasattr(rec.memory, key):
+            assert getattr(rec.memory, key) == value, key
+    assert rec.memory.total_high_bytes == first["pools"][0]["total_high_bytes"]
+    assert rec.quality.expected_loss == first["quality"]["expected_loss"]
+    assert rec.quality.risk == first["quality"]["risk"]
+    assert rec.launch == first["launch"]["llama.cpp"]
+    assert [a.what for a in rec.allocations] == [a["what"] for a in first["allocations"]]
+    assert list(mission.explanation) == d["explanation"]
+    assert d["schema_version"] == kvplan.SCHEMA_VERSION
+
+
+def test_to_json_indent(mission: kvplan.Plan) -> None:
+    assert json.loads(mission.to_json(indent=0)) == mission.to_dict()
+    assert mission.to_json().endswith("}\n")
+
+
+def test_repr_and_html(mission: kvplan.Plan) -> None:
+    text = repr(mission)
+    assert text.startswith("<kvplan.Plan mode=rank, fits: Qwen2.5-Coder-32B-Instruct")
+    assert mission.recommended is not None and mission.recommended.launch in text
+    assert "mild (~1.9%)" in text
+    assert re.match(r"<kvplan.Option #1: IQ4_NL, 32768 tokens, K=q8_0 V=q8_0, FA on, total \d+\.\d\d GiB",
+                    repr(mission.recommended))
+    page = mission._repr_html_()
+    assert page.count("<tr") >= len(mission.options) + 1
+    assert "Recommended" in page and "K cache" in page
+    assert "<pre>llama-server -m Qwen2.5-Coder-32B-Instruct-IQ4_NL.gguf" in page
+    assert "<table>" in mission.recommended._repr_html_()
+
+
+def test_nothing_fits() -> None:
+    p = kvplan.plan(gpu="8GB", model="llama-3.1-70b", top=2)
+    assert not p.fits and p.recommended is None and p.nothing_fits and "would fit a device" in p.nothing_fits
+    assert len(p.options) == 2 and not p.options[0].fits and p.options[0].memory.headroom_bytes < 0
+    assert "NOTHING FITS" in repr(p) and "Nothing fits" in p._repr_html_() and "DOES NOT FIT" in repr(p.options[0])
+
+
+def test_breakdown_of_one_configuration() -> None:
+    o = kvplan.breakdown(gpu="rtx4090", model="qwen2.5-coder-32b", weights="Q4_K_M", ctx_size=28672,
+                         cache_type_k="q8_0", cache_type_v="q8_0")
+    assert o.plan.mode == "single" and o.fits
+    assert (o.weights, o.ctx_size, o.cache_type_k, o.cache_type_v) == ("Q4_K_M", 28672, "q8_0", "q8_0")
+    assert {a.what for a in o.allocations} >= {"weights", "k_cache", "v_cache", "compute"}
+    k = next(a for a in o.allocations if a.what == "k_cache")
+    assert k.accuracy == "exact" and k.bytes == o.memory.k_cache_bytes
+    too_big = kvplan.breakdown(gpu="rtx4090", model="qwen2.5-coder-32b", weights="Q4_K_M", ctx_size=32768,
+                               cache_type_k="q8_0", cache_type_v="q8_0")
+    assert not too_big.fits and too_big.memory.headroom_bytes < 0
+
+
+def test_max_context_is_the_inverse_query() -> None:
+    p = kvplan.max_context(gpu="rtx4090", model="qwen2.5-coder-32b", cache_type_k="q8_0", cache_type_v="q8_0",
+                           weights="Q4_K_M")
+    assert p.mode == "max_context" and p.recommended is not None
+    best = p.recommended.ctx_size
+    assert kvplan.breakdown(gpu="rtx4090", model="qwen2.5-coder-32b", weights="Q4_K_M", ctx_size=best,
+                            cache_type_k="q8_0", cache_type_v="q8_0", flash_attn="on").fits
+    assert not kvplan.breakdown(gpu="rtx4090", model="qwen2.5-coder-32b", weights="Q4_K_M", ctx_size=best + 256,
+                                cache_type_k="q8_0", cache_type_v="q8_0", flash_attn="on").fits
+
+
+def test_placement_keywords() -> None:
+    p = kvplan.plan(gpu="24GB", model="qwen3-30b-a3b", task="coding", cpu_moe=True, host_ram="64GB", top=3)
+    assert p.resolved.n_cpu_moe == -1 and p.to_dict()["request"]["host_ram_bytes"] == 64 << 30
+    assert "--cpu-moe" in p.options[0].launch
+    partial = kvplan.plan(gpu="16GB", model="qwen2.5-coder-32b", task="coding", n_gpu_layers=40, top=1)
+    o = partial.options[0]
+    assert partial.resolved.n_gpu_layers == 40 and "-ngl 40" in o.launch
+    assert {a.pool for a in o.allocations if a.what == "weights"} == {"gpu0"}
+    assert o.memory.weights_bytes == o.to_dict()["memory"]["weights_bytes"]
+
+
+def test_keyword_conversions() -> None:
+    by_text = kvplan.plan(**MISSION, reserve="1GB", flash_attn=True, n_gpu_layers="all")
+    by_value = kvplan.plan(**MISSION, reserve=1 << 30, flash_attn="on", n_gpu_layers=-1)
+    assert by_text.to_json() == by_value.to_json()
+    assert by_text.to_dict()["request"]["reserve_bytes"] == 1 << 30
+    assert kvplan.plan(**MISSION, flash_attn=False).to_dict()["request"]["flash_attn"] == "off"
+
+
+def test_wrong_types_are_type_errors() -> None:
+    with pytest.raises(TypeError, match="ctx_size"):
+        kvplan.plan(**MISSION, ctx_size="32768")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="reserve"):
+        kvplan.plan(**MISSION, reserve=1.5)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        kvplan.plan(**MISSION, context=32768)  # type: ignore[call-arg]
+
+
+def test_plan_options_list_every_keyword() -> None:
+    params = inspect.signature(kvplan.plan).parameters
+    assert kvplan.PlanOptions.__optional_keys__ == set(params) - {"gpu", "model"}
+    assert kvplan.Options.__optional_keys__ == set(params) - {"gpu", "model", "weights", "ctx_size", "cache_type_k",
+                                                              "cache_type_v"}
+    flags = kvplan._request.FLAG_OF_KEYWORD
+    assert set(flags) == set(params)
+
+
+def test_model_files(in_repo: Path) -> None:
+    folder = REPO / "tests" / "golden" / "models" / "qwen2.5-coder-32b"
+    m = kvplan.read_model(folder)
+    assert m.file_paths and m.fields_used and m.layers == kvplan.model("qwen2.5-coder-32b").layers
+    assert json.loads(m.to_json())["source"] == "config.json"
+    p = kvplan.plan(gpu="24GB", model=folder, task="agentic")
+    assert p.model.file_paths == m.file_paths and p.to_dict()["request"]["model"] == str(folder)
+    assert json.loads(kvplan.model("qwen3-8b").to_json())["source"] == "catalog"
+    with pytest.raises(kvplan.InputError) as raised:
+        kvplan.read_model(folder / "README.md")
+    assert raised.value.field == "--model"
+
+
+def test_input_error_fields() -> None:
+    with pytest.raises(kvplan.InputError) as raised:
+        kvplan.plan(gpu="24GB", model="qwen3-8b", cache_type_k="q4_k")
+    e = raised.value
+    assert (e.field, e.value, e.keyword, e.suggestion) == ("--cache-type-k", "q4_k", "cache_type_k", "q4_0")
+    assert "q8_0" in e.accepted and e.problem.startswith("unknown cache type")
+    copy = pickle.loads(pickle.dumps(e))
+    assert (str(copy), copy.field, copy.accepted, copy.suggestion) == (str(e), e.field, e.accepted, e.suggestion)
+    with pytest.raises(kvplan.InputError, match="give either --cpu-moe or --n-cpu-moe N, not both") as moe:
+        kvplan.plan(gpu="24GB", model="qwen3-30b-a3b", cpu_moe=True, n_cpu_moe=4)
+    assert moe.value.keyword == "cpu_moe"
+    with pytest.raises(kvplan.InputError, match="--n-cpu-moe '-2': must be a layer count"):
+        kvplan.plan(gpu="24GB", model="qwen3-30b-a3b", n_cpu_moe=-2)
+    with pytest.raises(kvplan.InputError, match="not a layer count") as ngl:
+        kvplan.plan(gpu="24GB", model="qwen3-8b", n_gpu_layers="most")  # type: ignore[arg-type]
+    assert ngl.value.keyword == "n_gpu_layers"
+    with pytest.raises(kvplan.InputError, match="--reserve '1 parsec'") as size:
+        kvplan.plan(**MISSION, reserve="1 parsec")
+    assert size.value.keyword == "reserve"
+
+
+def test_no_suggestion_is_none() -> None:
+    with pytest.raises(kvplan.InputError) as raised:
+        kvplan.plan(gpu="24GB")
+    assert raised.value.field == "--model" and raised.value.suggestion is None and raised.value.accepted == []
+
+
+def test_data_dirs_and_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KVPLAN_DATA", raising=False)
+    override = REPO / "tests" / "golden" / "data_override"
+    with pytest.raises(kvplan.InputError):
+        kvplan.plan(gpu="golden card", model="qwen3-8b")
+    assert kvplan.plan(gpu="golden card", model="qwen3-8b", data=override).fits
+    assert kvplan.plan(gpu="golden card", model="qwen3-8b", data=[str(override)]).fits
+    assert "test-card-40gb" in {g.id for g in kvplan.gpus(data=override)}
+    monkeypatch.setenv("KVPLAN_DATA", str(override))
+    assert kvplan.plan(gpu="golden card", model="qwen3-8b").fits
+    with pytest.raises(kvplan.InputError, match="not a directory"):
+        kvplan.plan(gpu="rtx4090", model="qwen3-8b", data=Path("/no/such/dir"))
+
+
+def test_catalog() -> None:
+    models = kvplan.models()
+    assert len(models) > 20 and all(m.source for m in models)
+    coder = kvplan.model("Qwen/Qwen2.5-Coder-32B-Instruct")
+    assert coder.id == "qwen2.5-coder-32b-instruct" and coder.rope_scaling is not None
+    assert coder.max_ctx == coder.ctx_extended > coder.ctx_native
+    gemma = kvplan.model("gemma-3-27b")
+    assert gemma.swa is not None and gemma.swa.window > 0
+    assert kvplan.gpu("RTX 4090").total_mib == 24564
+    assert {"rtx4090", "h100-sxm", "m4max-128gb"} <= {g.id for g in kvplan.gpus()}
+    assert {t.id for t in kvplan.tasks()} >= {"general", "agentic", "coding", "rag", "chat"}
+    assert {"q8_0", "q4_0", "f16"} <= set(kvplan.cache_types())
+    assert "Q4_K_M" in {f.id for f in kvplan.weight_formats()}
+    assert [e.id for e in kvplan.engines()] == ["llama.cpp"]
+    with pytest.raises(kvplan.InputError) as raised:
+        kvplan.gpu("rtx4091")
+    assert raised.value.suggestion == "rtx4090"
+    with pytest.raises(kvplan.InputError):
+        kvplan.cache_types(engine="vllm")
+
+
+def test_version() -> None:
+    text = (REPO / "CMakeLists.txt").read_text()
+    match = re.search(r"project\(kvplan VERSION ([0-9.]+)", text)
+    assert match is not None and kvplan.__version__ == match.group(1)
+
+
+def test_package_docstring_example() -> None:
+    import doctest
+    result = doctest.testmod(kvplan, verbose=False)
+    assert result.attempted >= 2 and result.failed == 0
