@@ -19,7 +19,7 @@ Figure estimate_with_error(double bytes, double rel_error) {
 //   attention, FA on    quantized K/V: f16 copies n_kv · (k_width + v_width) · 2 (ggml-cuda
 //                       fattn-common.cuh, in the FA node's allocation since llama/23907)
 //   FFN            2 · n_ff · n_ubatch · 4 (MoE: expert_ff · experts_used)
-// Host (CUDA_Host): token_embd get_rows output n_embd · n_ubatch · 4 plus one f32 KQ mask per cache.
+// Host (CUDA_Host): token_embd get_rows output n_embd · n_ubatch · 4 plus one KQ mask per cache.
 ComputeBytes compute_bytes(const ModelSpec& m, const EngineSpec& engine, const ContextShape& s, const GgmlType& type_k,
                            const GgmlType& type_v, bool flash_attn, const BackendSpec& backend) {
   const double ub = s.n_ubatch;
@@ -36,7 +36,11 @@ ComputeBytes compute_bytes(const ModelSpec& m, const EngineSpec& engine, const C
   const double logits = (static_cast<double>(m.vocab) + m.embd) * ub * 4;
   double attention = 0;
   if (n_kv > 0 && flash_attn) {
-    const bool f16_copies = (backend.id == "cuda" || backend.id == "rocm") && (type_k.quantized() || type_v.quantized());
+    // f16 copies of the K/V views: quantized caches on CUDA/ROCm (above), and an f32 cache on every
+    // backend (llama-graph.cpp build_attn_mha casts K and V to f16 for ggml_flash_attn_ext; measured
+    // on the CPU backend by tests/validation).
+    const bool cuda_like = backend.id == "cuda" || backend.id == "rocm";
+    const bool f16_copies = (cuda_like && (type_k.quantized() || type_v.quantized())) || type_k.name == "f32" || type_v.name == "f32";
     attention = small + (f16_copies ? n_kv * widths * 2 : 0);
   } else if (n_kv > 0) {
     attention = n_kv * ub * m.heads * 4 + small;
@@ -45,8 +49,11 @@ ComputeBytes compute_bytes(const ModelSpec& m, const EngineSpec& engine, const C
   const double ffn = 2 * ff * ub * 4 + small;
   ComputeBytes out;
   out.device = estimate_with_error(std::max({logits, attention, ffn}), backend.compute_rel_error);
-  double host = static_cast<double>(m.embd) * ub * 4 + n_kv * ub * 4;
-  if (any_full && s.swa_cells > 0) host += static_cast<double>(s.swa_cells) * ub * 4;
+  // The KQ mask: f16 with flash attention, f32 without (llama-graph.cpp; the f16 slope of 2 bytes per
+  // cell and token measured by tests/validation).
+  const double mask = flash_attn ? 2 : 4;
+  double host = static_cast<double>(m.embd) * ub * 4 + n_kv * ub * mask;
+  if (any_full && s.swa_cells > 0) host += static_cast<double>(s.swa_cells) * ub * mask;
   out.host = estimate_with_error(host, backend.compute_rel_error);
   return out;
 }

@@ -8,7 +8,7 @@ namespace kvplan {
 //   n_ctx = GGML_PAD(n_ctx, 256) (builds before PR #17046: 256 with flash attention, 32 without —
 //   the build rule ctx_pad_256 in data/engines/llama.cpp.yaml); unified: n_ctx_seq = n_ctx;
 //   else n_ctx_seq = GGML_PAD(n_ctx / n_seq_max, 256), n_ctx = n_ctx_seq * n_seq_max
-//   n_batch = min(n_ctx, n_batch) (causal); n_ubatch = min(n_batch, n_ubatch)
+//   n_batch = min(n_ctx as requested, n_batch) (causal); n_ubatch = min(n_batch, n_ubatch)
 // src/llama-kv-cache-iswa.cpp llama_kv_cache_iswa::llama_kv_cache_iswa:
 //   size_swa = GGML_PAD(min(size_base, n_swa * (unified ? n_seq_max : 1) + n_ubatch), 256); --swa-full: size_base
 ContextShape context_shape(const ModelSpec& model, const EngineSpec& engine, int ctx_requested, int n_parallel,
@@ -27,7 +27,8 @@ ContextShape context_shape(const ModelSpec& model, const EngineSpec& engine, int
     s.n_ctx = s.n_ctx_seq * n_seq;
     s.n_stream = n_seq;
   }
-  s.n_batch = std::min(s.n_ctx, n_batch);
+  // n_batch is clamped by the context as requested, before padding (llama-context.cpp).
+  s.n_batch = std::min(std::max(1, ctx_requested), n_batch);
   s.n_ubatch = std::min(s.n_batch, n_ubatch);
   if (model.swa) {
     const long long want = static_cast<long long>(model.swa->window) * (unified ? n_seq : 1) + s.n_ubatch;
