@@ -47,8 +47,21 @@ ComputeBytes compute_bytes(const ModelSpec& m, const EngineSpec& engine, const C
   }
   const double ff = m.moe ? static_cast<double>(m.moe->expert_ff) * m.moe->experts_used + m.moe->shared_ff : m.ff;
   const double ffn = 2 * ff * ub * 4 + small;
+  // Recurrent layers (Mamba2-style scan): per token the in_proj output, the conv input, the scan's x
+  // and y and three n_embd rows, plus one layer's state copied per sequence; fitted to the
+  // measured mamba2-tiny buffer of tests/validation (16.4 KB per ubatch token + 158 KB).
+  double recurrent = 0;
+  if (m.recurrent) {
+    const Recurrent& r = *m.recurrent;
+    const double d_inner = r.d_inner > 0 ? r.d_inner : m.embd;
+    const double groups = 2.0 * r.n_group * r.d_state;
+    const double per_token = (2 * d_inner + groups + d_inner / 64) + (d_inner + groups) + 2 * d_inner + 3.0 * m.embd;
+    double state = 0;
+    for (const auto& c : layer_caches(m, engine)) state = std::max(state, static_cast<double>(c.r_width + c.s_width));
+    recurrent = ub * 4 * per_token + state * std::max(1, s.n_seq) * 4;
+  }
   ComputeBytes out;
-  out.device = estimate_with_error(std::max({logits, attention, ffn}), backend.compute_rel_error);
+  out.device = estimate_with_error(std::max({logits, attention, ffn, recurrent}), backend.compute_rel_error);
   // The KQ mask: f16 with flash attention, f32 without (llama-graph.cpp; the f16 slope of 2 bytes per
   // cell and token measured by tests/validation).
   const double mask = flash_attn ? 2 : 4;
