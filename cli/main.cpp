@@ -89,6 +89,8 @@ int run(int argc, char** argv) {
   std::optional<int> n_cpu_moe;
   app.add_flag("--cpu-moe", cpu_moe, "keep every MoE expert tensor in RAM (llama.cpp --cpu-moe)");
   app.add_option("--n-cpu-moe", n_cpu_moe, "keep the experts of the first N layers in RAM (llama.cpp -ncmoe)");
+  std::string priors_file;
+  app.add_option("--priors", priors_file, "your own K/V measurements (tools/measure_kv CSV or llama-perplexity output) to calibrate the prior");
   std::string ram;
   app.add_option("--ram", ram, "host RAM the plan may use, e.g. 64GB (default: not checked)");
 
@@ -182,7 +184,16 @@ int run(int argc, char** argv) {
   std::error_code ec;
   if (!req.model.empty() && std::filesystem::exists(req.model, ec)) req.model_spec = kvplan::load_model_file(req.model, catalog, engine);
 
-  const kvplan::Plan plan = kvplan::plan(catalog, req);
+  kvplan::Catalog calibrated;
+  const kvplan::Catalog* use = &catalog;
+  if (!priors_file.empty()) {
+    // Calibrate the prior to the user's model from their own measurements (kvplan/priors.hpp).
+    calibrated = catalog;
+    const kvplan::ModelSpec& m = req.model_spec ? *req.model_spec : catalog.model(req.model);
+    calibrated.prior = kvplan::calibrate(catalog.prior, kvplan::read_measurements(priors_file, &catalog), m);
+    use = &calibrated;
+  }
+  const kvplan::Plan plan = kvplan::plan(*use, req);
   if (json) std::cout << kvplan::to_json(plan);
   else if (explain_cmd->parsed()) std::cout << kvplan::cli::render_explain(plan, explain_rank);
   else std::cout << kvplan::cli::render_plan(plan);

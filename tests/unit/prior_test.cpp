@@ -1,8 +1,15 @@
-// The quality prior against the measurements it was fitted to (shared/research/sensitivity.md §2.3
-// "worked check against the data") and the orderings every measurement source agrees on.
+// The quality prior: the fitted model against its calibration rows (data/priors/measurements.csv, fitted by
+// tools/fit_priors.py), the orderings every source agrees on, Python/C++ agreement, and user calibration.
 #include <catch2/catch.hpp>
 
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
 #include "helpers.hpp"
+#include "kvplan/priors.hpp"
 #include "priors/prior.hpp"
 
 using namespace kvplan;
@@ -22,21 +29,54 @@ Quality assess(const char* model, const char* k, const char* v, int ctx, const c
   in.task = &c.task(task);
   return priors::assess(c.prior, in);
 }
+
+// RFC 4180 line splitting for the generated CSV files (quoted fields may hold commas).
+std::vector<std::string> split_csv(const std::string& line) {
+  std::vector<std::string> out(1);
+  bool quoted = false;
+  for (size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (quoted && c == '"' && i + 1 < line.size() && line[i + 1] == '"') out.back() += '"', ++i;
+    else if (c == '"') quoted = !quoted;
+    else if (c == ',' && !quoted) out.emplace_back();
+    else out.back() += c;
+  }
+  return out;
+}
+
+std::vector<std::map<std::string, std::string>> read_csv(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  REQUIRE(in.good());
+  std::string line;
+  std::getline(in, line);
+  const auto header = split_csv(line);
+  std::vector<std::map<std::string, std::string>> rows;
+  while (std::getline(in, line)) {
+    const auto f = split_csv(line);
+    std::map<std::string, std::string> row;
+    for (size_t i = 0; i < header.size() && i < f.size(); ++i) row[header[i]] = f[i];
+    rows.push_back(row);
+  }
+  return rows;
+}
 }  // namespace
 
-TEST_CASE("LLaMA-3-8B q8_0/q8_0: about 0.05% (observed 0.035-0.07%, PR #7412 / KVSplit)") {
+TEST_CASE("LLaMA-3-8B q8_0/q8_0: PR #7412's +0.035% lies in the 80% interval; free") {
+  // Fitted: ~0.09% (K and V 8-bit at 8B); the row pr7412-08 (+0.035%, unrotated, 512 tokens) is inside the interval.
   const Quality q = assess("llama-3.1-8b", "q8_0", "q8_0", 4096);
-  CHECK(q.expected_loss > 0.00035);
-  CHECK(q.expected_loss < 0.0007);
+  CHECK(q.low < 0.00035);
+  CHECK(q.high > 0.00035);
+  CHECK(q.expected_loss < 0.002);
   CHECK(q.risk == Risk::free);
 }
 
-TEST_CASE("keys weigh more than values at the same bits") {
-  for (const char* t : {"q8_0", "q5_0", "q4_0", "iq4_nl"}) {
-    INFO(t);
-    CHECK(assess("llama-3.1-8b", t, "f16", 8192).expected_loss > assess("llama-3.1-8b", "f16", t, 8192).expected_loss);
-  }
-  // Qwen3-0.6B at 8K: K=V=q4_0 far worse than K=f16,V=q4_0 (+280% vs +0.33% measured)
+TEST_CASE("keys weigh more than values at the same bits, for every size (the fit constrains a_v <= a_k, sigma_V <= sigma_K)") {
+  for (const char* model : {"llama-3.2-1b-instruct", "llama-3.1-8b", "llama-3.1-70b-instruct"})
+    for (const char* t : {"q8_0", "q5_0", "q4_0", "iq4_nl"}) {
+      INFO(model << " " << t);
+      CHECK(assess(model, t, "f16", 8192).expected_loss > assess(model, "f16", t, 8192).expected_loss);
+    }
+  // Qwen3-0.6B at 8K, unrotated: K=V=q4_0 far worse than K=f16,V=q4_0 (+280% vs +0.33% measured, write-up B)
   const double both = assess("qwen3-0.6b", "q4_0", "q4_0", 8192, "general", false).expected_loss;
   const double v_only = assess("qwen3-0.6b", "f16", "q4_0", 8192, "general", false).expected_loss;
   CHECK(both > 20 * v_only);
@@ -46,12 +86,24 @@ TEST_CASE("keys weigh more than values at the same bits") {
 TEST_CASE("low-bit K loss grows with context; 8-bit does not") {
   CHECK(assess("qwen3-8b", "q4_0", "q4_0", 32768).expected_loss > assess("qwen3-8b", "q4_0", "q4_0", 4096).expected_loss);
   CHECK(assess("qwen3-8b", "q8_0", "q8_0", 32768).expected_loss == Approx(assess("qwen3-8b", "q8_0", "q8_0", 4096).expected_loss));
+  // flat below the fitted ctx_floor (~2.8K; the old prior was flat below 4096)
+  CHECK(assess("qwen3-8b", "q4_0", "q4_0", 512).expected_loss == Approx(assess("qwen3-8b", "q4_0", "q4_0", 1024).expected_loss));
+  CHECK(assess("qwen3-8b", "q4_0", "q4_0", 4096).expected_loss > assess("qwen3-8b", "q4_0", "q4_0", 2048).expected_loss);
 }
 
 TEST_CASE("smaller models suffer more; rotation helps 4-bit K") {
   CHECK(assess("qwen3-0.6b", "q4_0", "f16", 8192).expected_loss > assess("qwen3-32b", "q4_0", "f16", 8192).expected_loss);
+  // Fitted unrotated/rotated ratio for q4_0 K at 8B: ~2.6x (exllamav2 Q4 before/after Hadamard 1.8x on Llama-2-7B,
+  // PR #20995 3.3x on TinyLlama; the 12x of ik_llama #1034 is Qwen3). The old hand-set prior assumed 10x.
   CHECK(assess("llama-3.1-8b", "q4_0", "f16", 4096, "general", false).expected_loss >
-        5 * assess("llama-3.1-8b", "q4_0", "f16", 4096, "general", true).expected_loss);
+        1.5 * assess("llama-3.1-8b", "q4_0", "f16", 4096, "general", true).expected_loss);
+  // rotation matters less at more bits
+  const double r4 = assess("llama-3.1-8b", "q4_0", "f16", 4096, "general", false).kv_loss /
+                    assess("llama-3.1-8b", "q4_0", "f16", 4096, "general", true).kv_loss;
+  const double r8 = assess("llama-3.1-8b", "q8_0", "f16", 4096, "general", false).kv_loss /
+                    assess("llama-3.1-8b", "q8_0", "f16", 4096, "general", true).kv_loss;
+  CHECK(r8 < r4);
+  CHECK(r8 < 1.1);
 }
 
 TEST_CASE("tool calling past 32K is stricter than below it; chat is the most tolerant") {
@@ -60,8 +112,9 @@ TEST_CASE("tool calling past 32K is stricter than below it; chat is the most tol
   const double chat = assess("llama-3.1-8b", "q8_0", "q4_0", 65536, "chat").expected_loss;
   CHECK(agent_long > 3 * agent_short);
   CHECK(chat < agent_short);
-  // sensitivity.md §2.3 example: 8B, agentic, q8_0-K with q4_0-V at 64K ≈ 8%, a warning
-  CHECK(agent_long == Approx(0.08).epsilon(0.25));
+  // Fitted: ~5% (sensitivity.md 2.3's hand-made example said ~8%); either way a warning, not "avoid".
+  CHECK(agent_long > 0.02);
+  CHECK(agent_long < 0.10);
   CHECK(priors::risk_band(kvtest::catalog().prior, agent_long) == Risk::noticeable);
 }
 
@@ -74,12 +127,22 @@ TEST_CASE("weights loss: Q4_K_M adds PR #6936's +2.8% at 8B, less for larger mod
   CHECK(q8.high > q8.expected_loss);
 }
 
-TEST_CASE("every explanation names its evidence") {
+TEST_CASE("every explanation names its evidence: the closest measurement with its source and figure") {
   const Quality q = assess("qwen2.5-coder-32b", "q4_0", "q4_0", 32768, "agentic");
   REQUIRE_FALSE(q.evidence.empty());
-  bool cites_k4 = false;
-  for (const auto& e : q.evidence) cites_k4 |= e.find("+280%") != std::string::npos;
+  bool cites_k4 = false, cites_row = false;
+  for (const auto& e : q.evidence) {
+    cites_k4 |= e.find("+280%") != std::string::npos;
+    cites_row |= e.rfind("Closest measurement: K=", 0) == 0 && e.find('%') != std::string::npos && e.find('[') != std::string::npos;
+  }
   CHECK(cites_k4);
+  CHECK(cites_row);
+  // an f16 cache rests on nothing measured
+  for (const auto& e : assess("llama-3.1-8b", "f16", "f16", 4096).evidence) CHECK(e.find("Closest measurement") == std::string::npos);
+  // the cited row for q8_0/q8_0 on a Llama is a q8_0/q8_0 row
+  bool q8_row = false;
+  for (const auto& e : assess("llama-3.1-8b", "q8_0", "q8_0", 4096).evidence) q8_row |= e.find("K=q8_0 V=q8_0") != std::string::npos;
+  CHECK(q8_row);
 }
 
 TEST_CASE("risk bands: free < 0.5% < mild < 2% < noticeable < 10% < avoid") {
@@ -89,4 +152,198 @@ TEST_CASE("risk bands: free < 0.5% < mild < 2% < noticeable < 10% < avoid") {
   CHECK(priors::risk_band(p, 0.0199) == Risk::mild);
   CHECK(priors::risk_band(p, 0.05) == Risk::noticeable);
   CHECK(priors::risk_band(p, 0.10) == Risk::avoid);
+}
+
+TEST_CASE("cache types of other engines: fp8, ExLlamaV2/V3, MLX, NVFP4") {
+  const auto& p = kvtest::catalog().prior;
+  for (const char* t : {"fp8_e4m3", "fp8_e5m2", "exl2_fp8", "exl2_q4", "exl2_q6", "exl2_q8", "exl3_2", "exl3_8", "mlx_4bit", "mlx_8bit",
+                        "nvfp4", "fp4_e2m1"}) {
+    INFO(t);
+    CHECK(p.type(t).quantized());
+  }
+  // exl2 Q6 mode = K 8-bit, V 4-bit (exllamav2 cache.cu fp16_to_q_kv_kernel<8, 4>)
+  CHECK(p.type("exl2_q6").k_bits == p.type("exl2_q8").k_bits);
+  CHECK(p.type("exl2_q6").v_bits == p.type("exl2_q4").v_bits);
+  // e4m3 keeps more precision than e5m2; exllamav2's truncating FP8 is the worst 8-bit format (about 4-bit)
+  CHECK(p.type("fp8_e4m3").k_bits > p.type("fp8_e5m2").k_bits);
+  CHECK(p.type("fp8_e5m2").k_bits > p.type("exl2_fp8").k_bits);
+  CHECK(p.type("exl2_fp8").k_bits < p.type("q5_0").k_bits);
+  // ExLlamaV3 bits are monotone; builtin rotation ignores the engine flag, llama.cpp types follow it
+  for (int b = 2; b < 8; ++b) CHECK(p.type("exl3_" + std::to_string(b)).k_bits < p.type("exl3_" + std::to_string(b + 1)).k_bits);
+  CHECK(assess("llama-3.1-8b", "exl2_q4", "exl2_q4", 4096, "general", false).kv_loss ==
+        Approx(assess("llama-3.1-8b", "exl2_q4", "exl2_q4", 4096, "general", true).kv_loss));
+  CHECK(assess("llama-3.1-8b", "q4_0", "q4_0", 4096, "general", false).kv_loss >
+        assess("llama-3.1-8b", "q4_0", "q4_0", 4096, "general", true).kv_loss);
+  // more bits never cost more, within each engine's ladder
+  CHECK(assess("llama-3.1-8b", "exl3_3", "exl3_3", 8192).kv_loss > assess("llama-3.1-8b", "exl3_5", "exl3_5", 8192).kv_loss);
+  CHECK(assess("llama-3.1-8b", "mlx_4bit", "mlx_4bit", 8192).kv_loss > assess("llama-3.1-8b", "mlx_8bit", "mlx_8bit", 8192).kv_loss);
+  CHECK(assess("llama-3.1-8b", "nvfp4", "nvfp4", 8192).kv_loss > assess("llama-3.1-8b", "fp8_e4m3", "fp8_e4m3", 8192).kv_loss);
+}
+
+// tools/fit_priors.py writes its prediction for every row to data/priors/fit_residuals.csv, computed with the very
+// numbers it writes to prior.yaml. The C++ prior must reproduce them: Python and C++ cannot drift apart.
+TEST_CASE("C++ prior = tools/fit_priors.py on every fitted row of fit_residuals.csv") {
+  const auto& p = kvtest::catalog().prior;
+  const auto rows = read_csv(std::filesystem::path(KVPLAN_SOURCE_DIR) / "data/priors/fit_residuals.csv");
+  WeightFormat f16;
+  f16.id = "F16";
+  TaskProfile task;
+  int checked = 0;
+  for (const auto& r : rows) {
+    if (r.at("kind") == "excluded" || r.at("k_type").empty() || r.at("builtin_off") == "yes") continue;
+    INFO(r.at("id"));
+    ModelSpec m;
+    m.id = "row:" + r.at("id");
+    m.family = r.at("family");
+    m.params = static_cast<std::int64_t>(std::llround(std::stod(r.at("params_b")) * 1e9));
+    const double task_factor = std::stod(r.at("task_factor"));
+    task.strictness = {{0, task_factor}};
+    priors::QualityInput in;
+    in.model = &m;
+    in.weights = &f16;
+    in.weights_bpw = std::stod(r.at("bpw"));
+    in.type_k = r.at("k_type");
+    in.type_v = r.at("v_type");
+    in.ctx = std::stoi(r.at("ctx"));
+    in.rotation = r.at("rotation") == "yes";
+    in.task = &task;
+    const double kv = priors::kv_loss(p, in);
+    CHECK(kv == Approx(std::stod(r.at("kv_loss"))).epsilon(1e-6).margin(1e-12));
+    if (r.at("base_k_type").empty() && r.at("kind") != "ctx_growth") {
+      const Quality q = priors::assess(p, in);
+      const double row = q.task_factor * q.weights_factor * q.kv_loss;
+      const double predicted = r.at("saturate") == "yes" ? -std::expm1(-row) : row;
+      CHECK(predicted == Approx(std::stod(r.at("predicted"))).epsilon(1e-6).margin(1e-12));
+    }
+    ++checked;
+  }
+  CHECK(checked > 150);
+}
+
+TEST_CASE("read_measurements: CSV rows (measurements.csv / tools/measure_kv columns) with clear errors") {
+  const std::string csv =
+      "id,k_type,v_type,metric,ctx,rotation,value,baseline,rel_change,noise,weights,notes\n"
+      "a,f16,f16,ppl,4096,no,10.00,,,,Q4_K_M,base\n"
+      "b,q4_0,q4_0,ppl,4096,yes,10.30,,,,Q4_K_M,value-only row: baseline from the f16/f16 row\n"
+      "c,q8_0,q4_0,ppl,4096,yes,,,0.004,0.001,Q4_K_M,\"with, a comma\"\n"
+      "d,q4_0,f16,kld,4096,yes,0.02,,,,Q4_K_M,\n";
+  const auto rows = parse_measurements(csv, "mine.csv", &kvtest::catalog());
+  REQUIRE(rows.size() == 3);
+  CHECK(rows[0].k_type == "q4_0");
+  CHECK(rows[0].value == Approx(0.03));
+  CHECK(rows[0].rotation == 1);
+  CHECK(rows[0].weights_bpw > 4);
+  CHECK(rows[0].origin == "mine.csv:3");
+  CHECK(rows[1].value == Approx(0.004));
+  CHECK(rows[1].noise == Approx(0.001));
+  CHECK(rows[2].metric == "kld");
+
+  auto fails = [](const std::string& text, const std::string& field_has, const std::string& what) {
+    try {
+      parse_measurements(text, "x.csv");
+      FAIL("no InputError for: " << text);
+    } catch (const InputError& e) {
+      INFO(e.field() << " | " << e.value() << " | " << e.problem());
+      CHECK(e.field().find(field_has) != std::string::npos);
+      CHECK(std::string(e.problem()).find(what) != std::string::npos);
+    }
+  };
+  fails("k_type,rel_change\nq4_0,0.1\n", "x.csv:1", "lacks a required column");
+  fails("k_type,v_type,rel_change\nq4_0,q4_0,abc\n", "x.csv:2", "not a number");
+  fails("k_type,v_type,value\nq4_0,q4_0,10.3\n", "x.csv:2", "without a baseline");
+  fails("k_type,v_type,rel_change,rotation\nq4_0,q4_0,0.1,maybe\n", "x.csv:2", "rotation");
+  fails("k_type,v_type,metric,value\nq4_0,q4_0,gsm8k,0.9\n", "x.csv:2", "cannot calibrate");
+  fails("k_type,v_type,rel_change\nf16,f16,0\n", "x.csv", "no row measures a quantized cache");
+  CHECK_THROWS_AS(read_measurements("/nonexistent/kvplan.csv"), InputError);
+}
+
+TEST_CASE("read_measurements: llama-perplexity output, plain runs paired with f16 and --kl-divergence runs") {
+  const std::string log =
+      "print_info: file size   = 4.58 GiB (4.89 BPW)\n"
+      "llama_kv_cache: attn_rot_k = 0, n_embd_head_k_all = 128\n"
+      "llama_kv_cache: size =  256.00 MiB (  2048 cells,  32 layers,  4/4 seqs), K (f16):  128.00 MiB, V (f16):  128.00 MiB\n"
+      "perplexity: calculating perplexity over 580 chunks, n_ctx=512, batch_size=2048, n_seq=4\n"
+      "Final estimate: PPL = 6.2000 +/- 0.03800\n"
+      "llama_kv_cache: attn_rot_k = 1, n_embd_head_k_all = 128\n"
+      "llama_kv_cache: size =   68.00 MiB (  2048 cells,  32 layers,  4/4 seqs), K (q8_0):   34.00 MiB, V (q4_0):   34.00 MiB\n"
+      "perplexity: calculating perplexity over 580 chunks, n_ctx=512, batch_size=2048, n_seq=4\n"
+      "Final estimate: PPL = 6.2620 +/- 0.03850\n"
+      "llama_kv_cache: size =   68.00 MiB (  2048 cells,  32 layers,  4/4 seqs), K (q4_0):   34.00 MiB, V (q4_0):   34.00 MiB\n"
+      "perplexity: calculating perplexity over 580 chunks, n_ctx=512, batch_size=2048, n_seq=4\n"
+      "Mean PPL(Q)/PPL(base)         :   1.050000 ±   0.002000\n";
+  const auto rows = parse_measurements(log, "ppl.log");
+  REQUIRE(rows.size() == 2);
+  CHECK(rows[0].k_type == "q8_0");
+  CHECK(rows[0].v_type == "q4_0");
+  CHECK(rows[0].ctx == 512);
+  CHECK(rows[0].rotation == 1);
+  CHECK(rows[0].weights_bpw == Approx(4.89));
+  CHECK(rows[0].value == Approx(0.01));
+  CHECK(rows[1].value == Approx(0.05));
+  CHECK(rows[1].noise == Approx(0.002));
+  // a quantized run with no f16/f16 run at its context
+  CHECK_THROWS_AS(parse_measurements("llama_kv_cache: size = 1 MiB, K (q8_0): 1 MiB, V (q8_0): 1 MiB\nperplexity: n_ctx=512\n"
+                                     "Final estimate: PPL = 6.3 +/- 0.04\n",
+                                     "ppl.log"),
+                  InputError);
+}
+
+TEST_CASE("calibrate: a user's measurements scale the model's K and V terms, narrow the interval and are cited") {
+  const auto& c = kvtest::catalog();
+  const ModelSpec& m = c.model("llama-3.1-8b");
+  // "Measured" values: K terms 4x what the prior predicts, V terms as predicted.
+  priors::QualityInput in;
+  in.model = &m;
+  in.ctx = 4096;
+  in.rotation = true;
+  std::vector<Measurement> rows;
+  for (const auto& [k, v] : std::vector<std::pair<std::string, std::string>>{{"q4_0", "f16"}, {"q5_0", "f16"}, {"f16", "q4_0"}, {"f16", "q5_0"}}) {
+    in.type_k = k, in.type_v = v;
+    const priors::KvParts parts = priors::kv_parts(c.prior, in);
+    Measurement r;
+    r.k_type = k, r.v_type = v, r.ctx = 4096, r.rotation = 1, r.value = 4 * parts.k + parts.v, r.origin = "test:" + k + "/" + v;
+    rows.push_back(r);
+  }
+  const PriorParams cal = calibrate(c.prior, rows, m);
+  const ModelCalibration* mc = cal.calibration(m.id);
+  REQUIRE(mc != nullptr);
+  CHECK(mc->rows == 4);
+  CHECK(mc->k_factor > 2.5);  // shrunk toward 1 by the prior's spread, but most of the way to 4
+  CHECK(mc->k_factor < 4.5);
+  CHECK(mc->v_factor == Approx(1).margin(0.3));
+  CHECK(mc->interval_high < c.prior.interval_high);
+  // other models keep the global prior; this one moves and cites the user's rows first
+  CHECK(cal.calibration("qwen3-8b") == nullptr);
+  in.type_k = "q4_0", in.type_v = "q4_0";
+  CHECK(priors::kv_loss(cal, in) > 2.5 * priors::kv_loss(c.prior, in) * 0.5);
+  priors::QualityInput qi = in;
+  qi.weights = &c.weight_format("F16");
+  TaskProfile general = c.task("general");
+  qi.task = &general;
+  const Quality q = priors::assess(cal, qi);
+  REQUIRE_FALSE(q.evidence.empty());
+  CHECK(q.evidence.front().rfind("Calibrated to your 4 measurements", 0) == 0);
+  CHECK(q.evidence.at(1).rfind("Your measurement: K=q4_0 V=f16", 0) == 0);
+  // calibrating again replaces the earlier calibration
+  CHECK(calibrate(cal, rows, m).calibrations.size() == 1);
+  // unknown cache types are input errors with a suggestion
+  Measurement bad = rows.front();
+  bad.k_type = "q4_00";
+  try {
+    calibrate(c.prior, {bad}, m);
+    FAIL("no InputError");
+  } catch (const InputError& e) {
+    CHECK(e.suggestion() == "q4_0");
+  }
+  CHECK_THROWS_AS(calibrate(c.prior, {}, m), InputError);
+}
+
+TEST_CASE("a --data prior override with model-version-1 keys is an error, not silently ignored") {
+  const auto dir = std::filesystem::temp_directory_path() / "kvplan_prior_test_v1";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "prior.yaml") << "prior:\n  source: old\n  alpha_k_small: 1.0\n";
+  CHECK_THROWS_AS(load_catalog({dir.string()}), InputError);
+  std::ofstream(dir / "prior.yaml") << "prior:\n  source: mine\n  a_k: 0.01\n";
+  CHECK(load_catalog({dir.string()}).prior.a_k == Approx(0.01));
+  std::filesystem::remove_all(dir);
 }

@@ -223,40 +223,64 @@ struct TaskProfile {
 };
 
 // ---------- quality prior ----------
-struct TypeSensitivity {   // a_K, a_V: relative PPL increase at 7B, ctx <= 4K
-  std::string type;
-  double bits = 16;
-  double a_k_rot = 0, a_k_norot = 0, a_v = 0;
-  double spread = 3;       // the 80% interval is [L/spread, L*spread]
+// The fitted prior of data/priors/prior.yaml (docs/priors.md; tools/fit_priors.py writes it).
+struct TypeSensitivity {   // one cache type
+  std::string type, engine;
+  double bits = 16;         // storage bits per element, scales included
+  double k_bits = 16;       // Gaussian-equivalent bits in the K role (the loss curve's argument)
+  double v_bits = 16;       // ... in the V role (differs for exl2_q6: K 8-bit, V 4-bit)
+  std::string rotation = "engine";  // engine: rotated when the engine rotates; builtin | robust: always
+  bool planned = true;      // kvplan offers or will offer it (false: only in measurements)
+  bool quantized() const { return bits < 16; }
+  bool always_rotated() const { return rotation != "engine"; }
 };
 struct FamilyFactor {
   std::string family;
   double k_low_bits_rot = 1, k_low_bits_norot = 1, all_bits = 1;
-  double k_low_bits_max = 5;   // "low bits" means K bits <= this
+  double k_low_bits_max = 6;   // F_K applies when K has at most this many equivalent bits
   std::string source;
 };
 struct Evidence {
   std::string id, text, source;
 };
+struct MeasuredEvidence {  // one measurement row, cited for the option it matches best
+  std::string id, k_type, v_type, rotation = "any", family, kind, text, source;  // rotation: yes | no | any; kind: ppl | kld | nll | acc
+  double params_b = 0;
+};
+struct ModelCalibration {  // a user's own measurements of one model (priors::calibrate, docs/priors.md §7)
+  std::string model;       // ModelSpec::id it applies to
+  double k_factor = 1, v_factor = 1;      // multiply the K and V terms
+  double interval_low = 0, interval_high = 0;  // 0: keep the prior's
+  int rows = 0;
+  std::vector<std::string> evidence;      // "your measurement: ..." sentences
+};
 struct PriorParams {
-  double size_ref_b = 7, size_exponent = 0.5, size_clamp_low = 0.4, size_clamp_high = 4;
-  double ctx_ref = 4096;
-  double alpha_k_small = 1, alpha_k_small_below_b = 2;
-  double alpha_k_mid = 0.5, alpha_k_mid_upto_b = 8;
-  double alpha_k_large = 0.15, alpha_k_large_from_b = 30;
-  double alpha_v_low = 0.1;
-  double low_bits = 4;   // context growth applies at or below this many bits
+  int model_version = 2;
+  // reference point and fixed choices
+  double bits_ref = 4.5, size_ref_b = 7, ctx_ref = 4096;
+  double size_clamp_high = 10;
+  double low_bits = 5;        // context growth applies at or below this many equivalent bits
+  double alpha_k_max = 1.5;
   double weight_bpw_high = 6, weight_bpw_mid = 3.5;
   double w_high = 1, w_mid = 1.5, w_low = 2.5;
   double weight_loss_ref_b = 8;
   double band_free = 0.005, band_mild = 0.02, band_noticeable = 0.10;
+  // fitted
+  double a_k = 0.008, a_v = 0.006, beta_k = 0.83, beta_v = 0.83;
+  double r_norot = 9, beta_norot = 1.386;
+  double size_exponent_k = 0.5, size_exponent_v = 0.5, size_exponent_norot = 0.5, size_knee_b = 3;
+  double ctx_floor = 4096, alpha_k = 0.5, alpha_k_size = 0.6, alpha_v = 0.1;
+  double interval_low = 1.0 / 3, interval_high = 3;
   std::vector<TypeSensitivity> types;
   std::vector<FamilyFactor> families;
+  std::vector<MeasuredEvidence> measured;
   std::vector<Evidence> evidence;
+  std::vector<ModelCalibration> calibrations;
   std::string source;
   const TypeSensitivity& type(const std::string& name) const;
   const FamilyFactor* family(const std::string& name) const;
   const Evidence* find_evidence(const std::string& id) const;
+  const ModelCalibration* calibration(const std::string& model_id) const;
 };
 
 // ---------- the catalog ----------

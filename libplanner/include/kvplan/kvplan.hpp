@@ -5,4 +5,5 @@
 #include "kvplan/memory.hpp"
 #include "kvplan/model_file.hpp"
 #include "kvplan/plan.hpp"
+#include "kvplan/priors.hpp"
 #include "kvplan/units.hpp"

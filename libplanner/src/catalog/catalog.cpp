@@ -123,7 +123,9 @@ double TaskProfile::factor_at(int ctx) const {
 const TypeSensitivity& PriorParams::type(const std::string& name) const {
   for (const auto& t : types)
     if (t.type == name) return t;
-  throw InputError("prior", name, "no sensitivity for cache type");
+  std::vector<std::string> names;
+  for (const auto& t : types) names.push_back(t.type);
+  throw InputError("prior", name, "no sensitivity for cache type", names, closest_match(name, names));
 }
 const FamilyFactor* PriorParams::family(const std::string& name) const {
   for (const auto& f : families)
@@ -133,6 +135,11 @@ const FamilyFactor* PriorParams::family(const std::string& name) const {
 const Evidence* PriorParams::find_evidence(const std::string& id) const {
   for (const auto& e : evidence)
     if (e.id == id) return &e;
+  return nullptr;
+}
+const ModelCalibration* PriorParams::calibration(const std::string& model_id) const {
+  for (const auto& c : calibrations)
+    if (c.model == model_id) return &c;
   return nullptr;
 }
 

@@ -401,40 +401,92 @@ TaskProfile read_task(const Reader& r) {
   return t;
 }
 
+// The prior's keys (docs/priors.md; written by tools/fit_priors.py). An unknown key is an error: a --data override
+// that still uses the hand-set parameters of model version 1 must not be silently ignored.
+const std::vector<std::string>& prior_keys() {
+  static const std::vector<std::string> keys = {
+      "id", "source", "note", "model_version", "bits_ref", "size_ref_b", "ctx_ref", "size_clamp_high",
+      "low_bits", "alpha_k_max", "weight_bpw_high", "weight_bpw_mid", "w_high", "w_mid", "w_low", "weight_loss_ref_b",
+      "band_free", "band_mild", "band_noticeable", "a_k", "a_v", "beta_k", "beta_v", "r_norot", "beta_norot",
+      "size_exponent_k", "size_exponent_v", "size_exponent_norot", "size_knee_b", "ctx_floor", "alpha_k", "alpha_k_size",
+      "alpha_v", "interval_low", "interval_high", "types", "families", "measured", "evidence"};
+  return keys;
+}
+
+void require_keys(const Reader& r, const YAML::Node& map, const std::string& list, const std::vector<std::string>& known) {
+  if (!map.IsMap()) throw InputError(r.location(list, map), YAML::Dump(map), "each entry of '" + list + "' must be a mapping");
+  for (const auto& kv : map) {
+    const std::string key = kv.first.as<std::string>();
+    if (std::find(known.begin(), known.end(), key) == known.end())
+      throw InputError(r.location(list, kv.first), key, "'" + list + "' entry has an unknown field", known, closest_match(key, known));
+  }
+}
+
 PriorParams read_prior(const Reader& r) {
   PriorParams p;
   p.source = r.get<std::string>("source");
+  p.model_version = r.get<int>("model_version", p.model_version);
+  if (p.model_version != 2)
+    throw InputError(r.location("model_version"), std::to_string(p.model_version),
+                     "prior model_version must be 2 (the fitted prior of tools/fit_priors.py)");
 #define KVPLAN_PRIOR_FIELD(name) p.name = r.get<double>(#name, p.name)
-  KVPLAN_PRIOR_FIELD(size_ref_b); KVPLAN_PRIOR_FIELD(size_exponent); KVPLAN_PRIOR_FIELD(size_clamp_low);
-  KVPLAN_PRIOR_FIELD(size_clamp_high); KVPLAN_PRIOR_FIELD(ctx_ref); KVPLAN_PRIOR_FIELD(low_bits);
-  KVPLAN_PRIOR_FIELD(alpha_k_small); KVPLAN_PRIOR_FIELD(alpha_k_small_below_b); KVPLAN_PRIOR_FIELD(alpha_k_mid);
-  KVPLAN_PRIOR_FIELD(alpha_k_mid_upto_b); KVPLAN_PRIOR_FIELD(alpha_k_large); KVPLAN_PRIOR_FIELD(alpha_k_large_from_b);
-  KVPLAN_PRIOR_FIELD(alpha_v_low); KVPLAN_PRIOR_FIELD(weight_bpw_high); KVPLAN_PRIOR_FIELD(weight_bpw_mid);
+  KVPLAN_PRIOR_FIELD(bits_ref); KVPLAN_PRIOR_FIELD(size_ref_b); KVPLAN_PRIOR_FIELD(ctx_ref);
+  KVPLAN_PRIOR_FIELD(size_clamp_high); KVPLAN_PRIOR_FIELD(low_bits);
+  KVPLAN_PRIOR_FIELD(alpha_k_max); KVPLAN_PRIOR_FIELD(weight_bpw_high); KVPLAN_PRIOR_FIELD(weight_bpw_mid);
   KVPLAN_PRIOR_FIELD(w_high); KVPLAN_PRIOR_FIELD(w_mid); KVPLAN_PRIOR_FIELD(w_low); KVPLAN_PRIOR_FIELD(weight_loss_ref_b);
   KVPLAN_PRIOR_FIELD(band_free); KVPLAN_PRIOR_FIELD(band_mild); KVPLAN_PRIOR_FIELD(band_noticeable);
+  KVPLAN_PRIOR_FIELD(a_k); KVPLAN_PRIOR_FIELD(a_v); KVPLAN_PRIOR_FIELD(beta_k); KVPLAN_PRIOR_FIELD(beta_v);
+  KVPLAN_PRIOR_FIELD(r_norot); KVPLAN_PRIOR_FIELD(beta_norot); KVPLAN_PRIOR_FIELD(size_exponent_k);
+  KVPLAN_PRIOR_FIELD(size_exponent_v); KVPLAN_PRIOR_FIELD(size_exponent_norot); KVPLAN_PRIOR_FIELD(size_knee_b);
+  KVPLAN_PRIOR_FIELD(ctx_floor); KVPLAN_PRIOR_FIELD(alpha_k); KVPLAN_PRIOR_FIELD(alpha_k_size); KVPLAN_PRIOR_FIELD(alpha_v);
+  KVPLAN_PRIOR_FIELD(interval_low); KVPLAN_PRIOR_FIELD(interval_high);
 #undef KVPLAN_PRIOR_FIELD
+  if (p.size_knee_b <= 0 || p.ctx_ref <= 0 || p.ctx_floor <= 0)
+    throw InputError(r.location("size_knee_b"), "", "prior: size_knee_b, ctx_ref and ctx_floor must be positive");
   if (const auto* n = r.node("types")) {
     for (const auto& t : *n) {
+      require_keys(r, t, "types", {"type", "engine", "bits", "k_bits", "v_bits", "rotation", "planned"});
       TypeSensitivity s;
       s.type = sub<std::string>(r, t, "types", "type");
+      s.engine = t["engine"] ? t["engine"].as<std::string>() : "";
       s.bits = sub<double>(r, t, "types", "bits");
-      s.a_k_rot = sub<double>(r, t, "types", "a_k_rot");
-      s.a_k_norot = sub<double>(r, t, "types", "a_k_norot");
-      s.a_v = sub<double>(r, t, "types", "a_v");
-      s.spread = t["spread"] ? t["spread"].as<double>() : 3;
+      s.k_bits = t["k_bits"] ? t["k_bits"].as<double>() : s.bits;
+      s.v_bits = t["v_bits"] ? t["v_bits"].as<double>() : s.bits;
+      s.rotation = t["rotation"] ? t["rotation"].as<std::string>() : "engine";
+      if (s.rotation != "engine" && s.rotation != "builtin" && s.rotation != "robust")
+        throw InputError(r.location("types", t["rotation"]), s.rotation, "cache type rotation must be engine, builtin or robust",
+                         {"engine", "builtin", "robust"});
+      s.planned = t["planned"] ? t["planned"].as<bool>() : true;
       p.types.push_back(s);
     }
   }
   if (const auto* n = r.node("families")) {
     for (const auto& f : *n) {
+      require_keys(r, f, "families", {"family", "k_low_bits_max", "k_low_bits_rot", "k_low_bits_norot", "all_bits", "source"});
       FamilyFactor ff;
       ff.family = sub<std::string>(r, f, "families", "family");
-      ff.k_low_bits_max = f["k_low_bits_max"] ? f["k_low_bits_max"].as<double>() : 5;
+      ff.k_low_bits_max = f["k_low_bits_max"] ? f["k_low_bits_max"].as<double>() : 6;
       ff.k_low_bits_rot = f["k_low_bits_rot"] ? f["k_low_bits_rot"].as<double>() : 1;
       ff.k_low_bits_norot = f["k_low_bits_norot"] ? f["k_low_bits_norot"].as<double>() : 1;
       ff.all_bits = f["all_bits"] ? f["all_bits"].as<double>() : 1;
       ff.source = sub<std::string>(r, f, "families", "source");
       p.families.push_back(ff);
+    }
+  }
+  if (const auto* n = r.node("measured")) {
+    for (const auto& e : *n) {
+      require_keys(r, e, "measured", {"id", "k_type", "v_type", "rotation", "family", "params_b", "kind", "text", "source"});
+      MeasuredEvidence m;
+      m.id = sub<std::string>(r, e, "measured", "id");
+      m.k_type = sub<std::string>(r, e, "measured", "k_type");
+      m.v_type = sub<std::string>(r, e, "measured", "v_type");
+      m.rotation = e["rotation"] ? e["rotation"].as<std::string>() : "any";
+      m.family = e["family"] ? e["family"].as<std::string>() : "";
+      m.params_b = e["params_b"] ? e["params_b"].as<double>() : 0;
+      m.kind = e["kind"] ? e["kind"].as<std::string>() : "";
+      m.text = sub<std::string>(r, e, "measured", "text");
+      m.source = sub<std::string>(r, e, "measured", "source");
+      p.measured.push_back(m);
     }
   }
   if (const auto* n = r.node("evidence")) {
@@ -457,7 +509,8 @@ std::vector<T> read_all(const Sources& s, const std::string& collection, F read)
                   "head_dim_swa", "head_dim_v_swa", "shared_kv_from", "source", "note"}},
       {"gpus", {"id", "name", "aliases", "vendor", "backend", "memory", "total_mib", "total_source", "working_set_mib",
                 "compute_capability", "arch", "bandwidth_gbs", "source", "note"}},
-      {"tasks", {"id", "name", "aliases", "ctx_target", "ctx_min", "metric", "strictness", "summary", "source", "note"}}};
+      {"tasks", {"id", "name", "aliases", "ctx_target", "ctx_min", "metric", "strictness", "summary", "source", "note"}},
+      {"prior", prior_keys()}};
   for (const auto& e : it->second) {
     if (auto k = known_keys.find(collection); k != known_keys.end()) require_known_keys(e, collection, k->second);
     out.push_back(read(Reader(e, collection)));

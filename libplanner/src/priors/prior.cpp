@@ -1,12 +1,18 @@
-// The parametric prior of data/priors/prior.yaml (documented in docs/priors.md):
-//   L_kv = F_family · S(N) · [ a_K(type_k, rot) · g_K(ctx) + a_V(type_v) · g_V(ctx) ]
-//   L    = L_weights · S_w(N) + T_task(ctx) · W(bpw) · L_kv
-// The task factor scales the cache part only: the strictness evidence (tool calls, long reasoning)
-// measures cache quantization, while weight-format losses are measured as plain perplexity.
+// The fitted prior of data/priors/prior.yaml (docs/priors.md §1; tools/fit_priors.py fits it with the same formula):
+//   e_x   = eq_bits_x - bits_ref                (Gaussian-equivalent bits of the type in the K or V role)
+//   a_K   = a_k exp(-beta_k e_K) [1 + r_norot exp(-beta_norot e_K) S_R(N)   if K is not rotated]
+//   a_V   = a_v exp(-beta_v e_V)
+//   S(N)  = min(((knee + N)/N)^sigma, size_clamp_high)      (1 for large models; sigma_K, sigma_V, sigma_R)
+//   g     = (max(ctx, ctx_floor) / ctx_ref)^alpha, alpha_K = min(alpha_k (ref/N)^alpha_k_size, alpha_k_max) for low-bit K
+//   L_kv  = F_all [F_K S_K a_K g_K + S_V a_V g_V]
+//   L     = L_weights S_w(N) + T_task(ctx) W(bpw) L_kv
+// The task factor scales the cache part only: the strictness evidence (tool calls, long reasoning) measures cache
+// quantization, while weight-format losses are measured as plain perplexity.
 #include "priors/prior.hpp"
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include <fmt/format.h>
 
@@ -15,20 +21,14 @@ namespace {
 
 double params_b(const ModelSpec& m) { return static_cast<double>(m.params) / 1e9; }
 
-double g(double ctx, double ctx_ref, double alpha) { return std::pow(std::max(ctx, ctx_ref) / ctx_ref, alpha); }
-
-double family_factor(const PriorParams& p, const ModelSpec& m, const TypeSensitivity& k, bool any_quantized, bool rotation) {
-  const FamilyFactor* f = p.family(m.family);
-  if (!f) return 1;
-  double factor = any_quantized ? f->all_bits : 1;
-  if (k.bits <= f->k_low_bits_max) factor *= rotation ? f->k_low_bits_rot : f->k_low_bits_norot;
-  return factor;
+double g(const PriorParams& p, double ctx, double alpha) {
+  return alpha == 0 ? 1.0 : std::pow(std::max(ctx, p.ctx_floor) / p.ctx_ref, alpha);
 }
 
-double weights_factor(const PriorParams& p, double bpw) {
-  if (bpw >= p.weight_bpw_high) return p.w_high;
-  if (bpw >= p.weight_bpw_mid) return p.w_mid;
-  return p.w_low;
+const TypeSensitivity* find_type(const PriorParams& p, const std::string& name) {
+  for (const auto& t : p.types)
+    if (t.type == name) return &t;
+  return nullptr;
 }
 
 std::string pct(double x) {
@@ -37,32 +37,95 @@ std::string pct(double x) {
   return fmt::format("{:.0f}%", x * 100);
 }
 
+// The measurement row closest to this option: same bit class for K and V, then exact types, rotation, family, size.
+const MeasuredEvidence* nearest_measurement(const PriorParams& p, const QualityInput& in, bool rot_k) {
+  const TypeSensitivity& k = p.type(in.type_k);
+  const TypeSensitivity& v = p.type(in.type_v);
+  if (!k.quantized() && !v.quantized()) return nullptr;
+  const double n_b = params_b(*in.model);
+  const MeasuredEvidence* best = nullptr;
+  double best_score = -std::numeric_limits<double>::infinity();
+  for (const auto& m : p.measured) {
+    const TypeSensitivity* mk = find_type(p, m.k_type);
+    const TypeSensitivity* mv = find_type(p, m.v_type);
+    if (!mk || !mv || mk->quantized() != k.quantized() || mv->quantized() != v.quantized()) continue;
+    if (k.quantized() && std::abs(mk->k_bits - k.k_bits) > 0.6) continue;
+    if (v.quantized() && std::abs(mv->v_bits - v.v_bits) > 0.6) continue;
+    double score = 0;
+    if (m.k_type == in.type_k) score += 4;
+    if (m.v_type == in.type_v) score += 3;
+    // rotation matters for low-bit K only (docs/priors.md §1: the unrotated term vanishes at 8 bits)
+    if (m.rotation == "any" || !k.quantized() || k.k_bits > 6 || (m.rotation == "yes") == rot_k) score += 2;
+    if (m.family == in.model->family) score += 3;
+    else if (p.family(m.family) || p.family(in.model->family)) score -= 2;  // a family with its own factor is no proxy
+    if (m.kind == "ppl") score += 1.5;  // perplexity rows are in the prior's own unit
+    if (m.source.find("secondary") != std::string::npos || m.source.find("not re-verified") != std::string::npos) score -= 1;
+    if (m.params_b > 0 && n_b > 0) score -= 0.5 * std::abs(std::log(m.params_b / n_b));
+    if (score > best_score) best_score = score, best = &m;
+  }
+  return best;
+}
+
 }  // namespace
 
-double size_factor(const PriorParams& p, double n_b) {
-  return std::clamp(std::pow(p.size_ref_b / n_b, p.size_exponent), p.size_clamp_low, p.size_clamp_high);
+double size_factor(const PriorParams& p, double n_b, double exponent) {
+  return std::min(std::pow((p.size_knee_b + n_b) / n_b, exponent), p.size_clamp_high);
 }
 
 double alpha_k(const PriorParams& p, double n_b) {
-  if (n_b < p.alpha_k_small_below_b) return p.alpha_k_small;
-  if (n_b <= p.alpha_k_mid_upto_b) return p.alpha_k_mid;
-  if (n_b >= p.alpha_k_large_from_b) return p.alpha_k_large;
-  // log-linear between the mid and large anchors
-  const double t = std::log(n_b / p.alpha_k_mid_upto_b) / std::log(p.alpha_k_large_from_b / p.alpha_k_mid_upto_b);
-  return p.alpha_k_mid + t * (p.alpha_k_large - p.alpha_k_mid);
+  return std::min(p.alpha_k * std::pow(p.size_ref_b / n_b, p.alpha_k_size), p.alpha_k_max);
 }
 
-double kv_loss(const PriorParams& p, const QualityInput& in) {
+double type_loss_k(const PriorParams& p, const TypeSensitivity& t, bool rotated, double n_b) {
+  if (!t.quantized()) return 0;
+  const double e = t.k_bits - p.bits_ref;
+  double a = p.a_k * std::exp(-p.beta_k * e);
+  if (!rotated) a *= 1 + p.r_norot * std::exp(-p.beta_norot * e) * size_factor(p, n_b, p.size_exponent_norot);
+  return a;
+}
+
+double type_loss_v(const PriorParams& p, const TypeSensitivity& t) {
+  if (!t.quantized()) return 0;
+  return p.a_v * std::exp(-p.beta_v * (t.v_bits - p.bits_ref));
+}
+
+double weights_factor(const PriorParams& p, double bpw) {
+  if (bpw >= p.weight_bpw_high) return p.w_high;
+  if (bpw >= p.weight_bpw_mid) return p.w_mid;
+  return p.w_low;
+}
+
+KvParts kv_parts(const PriorParams& p, const QualityInput& in) {
   const TypeSensitivity& k = p.type(in.type_k);
   const TypeSensitivity& v = p.type(in.type_v);
   const double n_b = params_b(*in.model);
-  const bool rot = in.rotation;
-  const double a_k = rot ? k.a_k_rot : k.a_k_norot;
-  const double alpha_kk = k.bits <= p.low_bits ? alpha_k(p, n_b) : 0;
-  const double alpha_vv = v.bits <= p.low_bits ? p.alpha_v_low : 0;
-  const bool any_quantized = k.a_k_norot > 0 || v.a_v > 0;
-  return family_factor(p, *in.model, k, any_quantized, rot) * size_factor(p, n_b) *
-         (a_k * g(in.ctx, p.ctx_ref, alpha_kk) + v.a_v * g(in.ctx, p.ctx_ref, alpha_vv));
+  const bool rot_k = k.always_rotated() || in.rotation;
+  const FamilyFactor* fam = p.family(in.model->family);
+  KvParts out;
+  if (k.quantized()) {
+    const double alpha = k.k_bits <= p.low_bits ? alpha_k(p, n_b) : 0;
+    double f = 1;
+    if (fam && k.k_bits <= fam->k_low_bits_max) f = rot_k ? fam->k_low_bits_rot : fam->k_low_bits_norot;
+    out.k = f * size_factor(p, n_b, p.size_exponent_k) * type_loss_k(p, k, rot_k, n_b) * g(p, in.ctx, alpha);
+  }
+  if (v.quantized()) {
+    const double alpha = v.v_bits <= p.low_bits ? p.alpha_v : 0;
+    out.v = size_factor(p, n_b, p.size_exponent_v) * type_loss_v(p, v) * g(p, in.ctx, alpha);
+  }
+  if (fam && (k.quantized() || v.quantized())) {
+    out.k *= fam->all_bits;
+    out.v *= fam->all_bits;
+  }
+  return out;
+}
+
+double kv_loss(const PriorParams& p, const QualityInput& in) {
+  KvParts parts = kv_parts(p, in);
+  if (const ModelCalibration* c = p.calibration(in.model->id)) {
+    parts.k *= c->k_factor;
+    parts.v *= c->v_factor;
+  }
+  return parts.total();
 }
 
 Risk risk_band(const PriorParams& p, double loss) {
@@ -77,40 +140,51 @@ Quality assess(const PriorParams& p, const QualityInput& in) {
   const double n_b = params_b(m);
   const TypeSensitivity& k = p.type(in.type_k);
   const TypeSensitivity& v = p.type(in.type_v);
+  const ModelCalibration* cal = p.calibration(m.id);
+  const bool rot_k = k.always_rotated() || in.rotation;
   Quality q;
   q.task_factor = in.task->factor_at(in.ctx);
   q.kv_loss = kv_loss(p, in);
-  const double sw = std::clamp(std::pow(p.weight_loss_ref_b / n_b, 0.5), p.size_clamp_low, p.size_clamp_high);
+  // weight losses are measured on LLaMA-3-8B: scaled by (8/N)^0.5 within [0.4, 4] (unchanged from model version 1)
+  const double sw = std::clamp(std::pow(p.weight_loss_ref_b / n_b, 0.5), 0.4, 4.0);
   q.weights_loss = in.weights->rel_loss * sw;
   const double w = weights_factor(p, in.weights_bpw);
   q.weights_factor = w;
-  const double spread = std::max(k.spread, v.spread);
+  const double lo = cal && cal->interval_low > 0 ? cal->interval_low : p.interval_low;
+  const double hi = cal && cal->interval_high > 0 ? cal->interval_high : p.interval_high;
   constexpr double kWeightsSpread = 2;  // one reference model (LLaMA-3-8B) for every family
-  q.expected_loss = q.weights_loss + q.task_factor * w * q.kv_loss;
-  q.low = q.weights_loss / kWeightsSpread + q.task_factor * w * q.kv_loss / spread;
-  q.high = q.weights_loss * kWeightsSpread + q.task_factor * w * q.kv_loss * spread;
+  const double cache = q.task_factor * w * q.kv_loss;
+  q.expected_loss = q.weights_loss + cache;
+  q.low = q.weights_loss / kWeightsSpread + cache * lo;
+  q.high = q.weights_loss * kWeightsSpread + cache * hi;
   q.risk = risk_band(p, q.expected_loss);
 
-  // The evidence each part rests on.
+  // The evidence each part rests on: the user's own measurements, the closest published measurement, then the
+  // general findings that apply.
+  if (cal)
+    for (const auto& e : cal->evidence) q.evidence.push_back(e);
+  if (const MeasuredEvidence* e = nearest_measurement(p, in, rot_k))
+    q.evidence.push_back("Closest measurement: " + e->text + " [" + e->source + "]");
   auto cite = [&](const std::string& id) {
     if (const Evidence* e = p.find_evidence(id)) q.evidence.push_back(e->text + " [" + e->source + "]");
   };
-  const bool k_low = k.bits <= p.low_bits;
-  const bool v_low = v.bits <= p.low_bits;
+  const bool any_quantized = k.quantized() || v.quantized();
+  const bool k_low = k.quantized() && k.k_bits <= p.low_bits;
+  const bool v_low = v.quantized() && v.v_bits <= p.low_bits;
   if (k_low) {
     cite("k4_vs_v4");
     if (in.ctx > p.ctx_ref) cite("k4_ctx_growth");
-    if (in.rotation) cite("k4_rotation");
-  } else if (k.a_k_norot > 0 && k.bits < 8) {
+    if (rot_k) cite("k4_rotation");
+  } else if (k.quantized() && k.k_bits < 8) {
     cite("k4_rotation");
   }
   if (!k_low && v_low) cite("v4_cheap");
-  if ((k.bits >= 8 && k.a_k_norot > 0) || (v.bits >= 8 && v.a_v > 0)) cite("q8_free");
+  if ((k.quantized() && k.k_bits >= 8) || (v.quantized() && v.v_bits >= 8)) cite("q8_free");
   if (const FamilyFactor* f = p.family(m.family)) {
-    if (m.family == "qwen2" && k.bits <= f->k_low_bits_max) cite("qwen2_outliers");
-    if (f->all_bits > 1 && (k.a_k_norot > 0 || v.a_v > 0)) cite("sinks_swa");
+    if (m.family == "qwen2" && k.quantized() && k.k_bits <= f->k_low_bits_max) cite("qwen2_outliers");
+    if (f->all_bits > 1 && any_quantized) cite("sinks_swa");
   }
-  if (q.task_factor > 3 && (k.a_k_norot > 0 || v.a_v > 0)) cite("tool_calls_long_ctx");
+  if (q.task_factor > 3 && any_quantized) cite("tool_calls_long_ctx");
   if (in.weights->rel_loss > 0) {
     q.evidence.push_back(fmt::format("{} weights: +{} perplexity on LLaMA-3-8B{} [{}]", in.weights->id, pct(in.weights->rel_loss),
                                      in.weights->rel_loss_estimate ? " (estimate)" : "",

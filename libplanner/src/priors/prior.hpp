@@ -1,4 +1,5 @@
 // The quality prior: expected loss of one (weights, context, K, V) option for a model and task.
+// The formula is docs/priors.md §1; tools/fit_priors.py implements the same one and fits its parameters.
 #pragma once
 #include <string>
 
@@ -13,16 +14,26 @@ struct QualityInput {
   double weights_bpw = 16;   // bits per weight of this model in this format
   std::string type_k, type_v;
   int ctx = 0;
-  bool rotation = false;     // the engine rotates quantized K/V for this model
+  bool rotation = false;     // the engine rotates quantized K/V for this model (build rule kv_rotation)
   const TaskProfile* task = nullptr;
+};
+
+// The cache loss split into its K and V terms (family, size and context factors applied; no task, no W).
+struct KvParts {
+  double k = 0, v = 0;
+  double total() const { return k + v; }
 };
 
 Quality assess(const PriorParams& prior, const QualityInput& in);
 Risk risk_band(const PriorParams& prior, double loss);
 
-// Pieces of the model, exposed for tests and docs.
-double size_factor(const PriorParams& prior, double params_b);
-double alpha_k(const PriorParams& prior, double params_b);
-double kv_loss(const PriorParams& prior, const QualityInput& in);
+// Pieces of the model, exposed for tests, calibration and docs.
+double size_factor(const PriorParams& prior, double params_b, double exponent);  // S(N)
+double alpha_k(const PriorParams& prior, double params_b);                       // context exponent of low-bit K
+double type_loss_k(const PriorParams& prior, const TypeSensitivity& t, bool rotated, double params_b);  // a_K (with S_R)
+double type_loss_v(const PriorParams& prior, const TypeSensitivity& t);                                 // a_V
+double weights_factor(const PriorParams& prior, double bpw);                                            // W
+KvParts kv_parts(const PriorParams& prior, const QualityInput& in);  // without a user calibration
+double kv_loss(const PriorParams& prior, const QualityInput& in);    // with the model's calibration, if any
 
 }  // namespace kvplan::priors
