@@ -76,7 +76,7 @@ std::string table(const Plan& p) {
     const Option& o = p.options[i];
     const std::string dev = p.pools.front().id;
     const std::string ctx = o.ctx_per_slot == o.ctx_size ? std::to_string(o.ctx_size)
-                                                         : fmt::format("{}={}x{}", o.ctx_size, o.ctx_size / o.ctx_per_slot, o.ctx_per_slot);
+                                                         : fmt::format("{}={}x{}", o.ctx_size, p.resolved.n_parallel, o.ctx_per_slot);
     rows.push_back({std::to_string(i + 1), o.weights, ctx, o.cache_type_k, o.cache_type_v, o.flash_attn ? "on" : "off",
                     gib(o.sum("weights", dev)), gib(o.sum("k_cache", dev) + o.sum("swa_k_cache", dev)),
                     gib(o.sum("v_cache", dev) + o.sum("swa_v_cache", dev)),
