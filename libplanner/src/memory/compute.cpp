@@ -24,15 +24,22 @@ ComputeBytes compute_bytes(const ModelSpec& m, const EngineSpec& engine, const C
                            const GgmlType& type_v, bool flash_attn, const BackendSpec& backend) {
   const double ub = s.n_ubatch;
   bool any_full = false;
-  double widths = 0;  // the widest K + V row of an attention layer (V omitted when the layer has none)
+  double widths = 0;  // the widest K + V row the attention reads; an MLA V-less cache's V is a view of
+                      // K's first kv_lora_rank columns, copied separately (cast with FA, cont without)
+  const double mla_v_view = m.mla && !m.mla->legacy ? m.mla->kv_lora_rank : 0;
   for (const auto& c : layer_caches(m, engine)) {
     if (c.kind != LayerKind::full && c.kind != LayerKind::sliding) continue;
     any_full |= c.kind == LayerKind::full;
-    widths = std::max(widths, static_cast<double>(c.k_width + c.v_width));
+    widths = std::max(widths, static_cast<double>(c.k_width) + (c.v_width > 0 ? static_cast<double>(c.v_width) : mla_v_view));
   }
   // The reserve graph sees the full cache (init_full): the largest attention layer's cells.
   const double n_kv = any_full ? s.n_ctx_seq : (widths > 0 ? s.swa_cells : 0);
-  const double small = 6.0 * m.embd * ub * 4;
+  // Rows live beside the attention product: four n_embd rows (input, norm, residual, output) and two
+  // of the query width, which is n_head · head_dim (wider than n_embd in Qwen3/Gemma 3) or, for MLA
+  // with the absorbed latent query, n_head · (kv_lora_rank + rope) (llama-model.cpp build_deepseek2).
+  const double q_width = m.mla && !m.mla->legacy ? static_cast<double>(m.heads) * (m.mla->kv_lora_rank + m.mla->rope_dim)
+                                                 : static_cast<double>(m.heads) * m.head_dim_k;
+  const double small = (4.0 * m.embd + 2.0 * q_width) * ub * 4;
   const double logits = (static_cast<double>(m.vocab) + m.embd) * ub * 4;
   double attention = 0;
   if (n_kv > 0 && flash_attn) {
@@ -41,12 +48,16 @@ ComputeBytes compute_bytes(const ModelSpec& m, const EngineSpec& engine, const C
     // on the CPU backend by tests/validation).
     const bool cuda_like = backend.id == "cuda" || backend.id == "rocm";
     const bool f16_copies = (cuda_like && (type_k.quantized() || type_v.quantized())) || type_k.name == "f32" || type_v.name == "f32";
-    attention = small + (f16_copies ? n_kv * widths * 2 : 0);
+    // The copies cover the whole view the FA node reads: every stream of a non-unified cache.
+    attention = small + (f16_copies ? n_kv * s.n_stream * widths * 2 : 0);
   } else if (n_kv > 0) {
-    attention = n_kv * ub * m.heads * 4 + small;
+    // KQ in f32; an MLA V view is not transposed in the cache, so build_attn_mha makes a contiguous
+    // transposed copy of it (measured on deepseek2 by tests/validation).
+    const double v_cont = mla_v_view > 0 ? n_kv * s.n_stream * mla_v_view * (type_k.bytes / static_cast<double>(type_k.block)) : 0;
+    attention = n_kv * ub * m.heads * 4 + small + v_cont;
   }
   const double ff = m.moe ? static_cast<double>(m.moe->expert_ff) * m.moe->experts_used + m.moe->shared_ff : m.ff;
-  const double ffn = 2 * ff * ub * 4 + small;
+  const double ffn = (2 * ff + 6.0 * m.embd) * ub * 4;
   // Recurrent layers (Mamba2-style scan): per token the in_proj output, the conv input, the scan's x
   // and y and three n_embd rows, plus one layer's state copied per sequence; fitted to the
   // measured mamba2-tiny buffer of tests/validation (16.4 KB per ubatch token + 158 KB).
