@@ -14,7 +14,8 @@ std::vector<std::string> rewrite_llama_flags(const std::vector<std::string>& arg
   std::vector<std::string> out;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
-    if (a == "llama-server" || a == "llama-cli") continue;  // a pasted launch line
+    // a pasted launch line starts with the program name (but --emit takes one as its value)
+    if ((a == "llama-server" || a == "llama-cli") && (i == 0 || args[i - 1] != "--emit")) continue;
     auto it = long_names.find(a);
     if (it == long_names.end()) {
       out.push_back(a);

@@ -70,4 +70,37 @@ std::string render_gpus(const Catalog& c) {
   return out;
 }
 
+// Every engine with what it accepts and the rules kvplan plans by (data/engines/*.yaml).
+std::string render_engines(const Catalog& c) {
+  std::string out;
+  for (const auto& e : c.engines) {
+    out += fmt::format("{}  ({}, as vendored by {})\n", e.id, e.build_name, e.vendored_by);
+    std::string types;
+    for (const auto& t : e.cache_types) types += (types.empty() ? "" : ", ") + t;
+    out += "  cache types  -ctk/-ctv, separately: " + types + "\n";
+    std::string backends;
+    for (const auto& b : e.backends) backends += (backends.empty() ? "" : ", ") + b.id;
+    out += "  backends     " + backends + "\n";
+    out += "  rules        quantized V needs flash attention; flash-attention kernels per backend, head size and K/V pair\n"
+           "               (CUDA default build: same-type pairs only); quantized caches are Hadamard-rotated from build 8000 on\n";
+    out += "  launch       llama-server, llama-cli\n\n";
+  }
+  for (const auto& e : c.runtimes) {
+    out += fmt::format("{}  ({}; {})\n", e.id, e.name, e.version);
+    std::string types;
+    for (const auto& t : e.cache_types)
+      types += (types.empty() ? "" : ", ") + t.id + (t.offered ? "" : " (not offered by default)");
+    out += fmt::format("  cache types  {}: {}\n", e.same_type_kv ? "one for K and V" : "K and V separately", types);
+    std::string formats;
+    for (const auto& f : e.weight_formats) formats += (formats.empty() ? "" : ", ") + f.id;
+    out += "  weights      " + (formats.empty() ? std::string("GGUF, as llama.cpp") : formats) + "\n";
+    std::string backends;
+    for (const auto& b : e.backends) backends += (backends.empty() ? "" : ", ") + b;
+    out += "  backends     " + backends + "\n";
+    for (const auto& r : e.rules) out += "  rule         " + r + "\n";
+    out += "\n";
+  }
+  return out;
+}
+
 }  // namespace kvplan::cli

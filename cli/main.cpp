@@ -66,7 +66,9 @@ int run(int argc, char** argv) {
   app.add_option("--rope-scaling", rope_type, "rope scaling type (as llama.cpp); enables the model's extended context");
   app.add_option("--rope-scale", rope_scale, "rope scale factor (must match the model's)");
   app.add_option("--yarn-orig-ctx", yarn_orig, "YaRN original context (must match the model's)");
-  app.add_option("--engine", engine, "inference engine (llama.cpp)");
+  app.add_option("--engine", engine, "inference engine: llama.cpp (default), ollama, vllm, sglang, exllamav2, exllamav3, mlx (see `kvplan engines`)");
+  std::string emit;
+  app.add_option("--emit", emit, "print only the recommended option's launch line NAME (llama-server, llama-cli, ollama-env, modelfile, vllm, sglang, tabby-config, mlx-generate, mlx-server)");
   std::optional<std::string> backend;
   app.add_option("--backend", backend, "override the GPU's backend: cuda, metal, rocm, vulkan, sycl, cpu");
   app.add_option("--build", build, "default | fa-all-quants (CUDA built with GGML_CUDA_FA_ALL_QUANTS)");
@@ -96,6 +98,7 @@ int run(int argc, char** argv) {
 
   auto* models_cmd = app.add_subcommand("models", "list the catalog's models");
   auto* gpus_cmd = app.add_subcommand("gpus", "list the catalog's GPUs");
+  auto* engines_cmd = app.add_subcommand("engines", "list the engines with the cache types and rules kvplan plans by");
   auto* inspect_cmd = app.add_subcommand("inspect", "print what kvplan reads from a GGUF file, config.json or model folder");
   std::string inspect_path;
   inspect_cmd->add_option("file", inspect_path, "GGUF file, config.json or folder")->required();
@@ -145,8 +148,14 @@ int run(int argc, char** argv) {
     std::cout << kvplan::cli::render_gpus(catalog);
     return 0;
   }
+  if (engines_cmd->parsed()) {
+    std::cout << kvplan::cli::render_engines(catalog);
+    return 0;
+  }
+  // Model files are read with llama.cpp's architecture table whatever the engine (an unknown engine fails here).
+  const std::string arch_engine = catalog.runtime(engine) ? "llama.cpp" : engine;
   if (inspect_cmd->parsed()) {
-    const auto spec = kvplan::load_model_file(inspect_path, catalog, engine);
+    const auto spec = kvplan::load_model_file(inspect_path, catalog, arch_engine);
     std::cout << (json ? kvplan::model_to_json(*spec) : kvplan::cli::render_inspect(*spec));
     return 0;
   }
@@ -182,7 +191,7 @@ int run(int argc, char** argv) {
   req.yarn_orig_ctx = yarn_orig;
   req.backend = backend;
   std::error_code ec;
-  if (!req.model.empty() && std::filesystem::exists(req.model, ec)) req.model_spec = kvplan::load_model_file(req.model, catalog, engine);
+  if (!req.model.empty() && std::filesystem::exists(req.model, ec)) req.model_spec = kvplan::load_model_file(req.model, catalog, arch_engine);
 
   kvplan::Catalog calibrated;
   const kvplan::Catalog* use = &catalog;
@@ -194,6 +203,22 @@ int run(int argc, char** argv) {
     use = &calibrated;
   }
   const kvplan::Plan plan = kvplan::plan(*use, req);
+  if (!emit.empty()) {
+    // For scripts: the recommended option's line alone (exit 1 with the reason when nothing fits).
+    if (!plan.fits()) {
+      std::cerr << "kvplan: nothing fits: " << plan.nothing_fits << "\n";
+      return 1;
+    }
+    std::vector<std::string> names;
+    for (const auto& l : plan.recommended()->launches) {
+      if (l.name == emit) {
+        std::cout << l.text << "\n";
+        return 0;
+      }
+      names.push_back(l.name);
+    }
+    throw InputError("--emit", emit, "is not a launch line of " + plan.resolved.engine, names, kvplan::closest_match(emit, names));
+  }
   if (json) std::cout << kvplan::to_json(plan);
   else if (explain_cmd->parsed()) std::cout << kvplan::cli::render_explain(plan, explain_rank);
   else std::cout << kvplan::cli::render_plan(plan);

@@ -10,6 +10,7 @@ std::string render_plan(const Plan& plan);                 // the default table
 std::string render_explain(const Plan& plan, int rank);     // one option in full
 std::string render_models(const Catalog& catalog);
 std::string render_gpus(const Catalog& catalog);
+std::string render_engines(const Catalog& catalog);         // `kvplan engines`
 std::string render_inspect(const ModelSpec& model);          // what was read from a model file
 
 }  // namespace kvplan::cli

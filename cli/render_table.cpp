@@ -7,6 +7,9 @@
 
 namespace kvplan::cli {
 namespace {
+// Engines that size memory themselves (vLLM, SGLang, ExLlama, MLX): no llama.cpp slots, ubatch or flash-attention choice.
+bool own_memory(const Plan& p) { return p.resolved.engine_id != "llama.cpp" && p.resolved.engine_id != "ollama"; }
+
 
 std::string gib(Bytes b) { return format_gib(b); }
 
@@ -47,12 +50,19 @@ std::string header(const Plan& p) {
   budget += fmt::format(" - margin {}; runtime overhead (driver context, BLAS workspace, memory pool) {} typical, up to {}",
                         gib(dev.margin), gib(dev.overhead.bytes), gib(dev.overhead.high));
   out += "Budget   " + budget + "\n";
-  out += fmt::format("Engine   {} {}, {} backend{}, {} build\n", p.resolved.engine, p.resolved.engine_build, p.resolved.backend,
-                     p.resolved.backend_verified ? "" : " (kernel rules unverified)",
-                     p.resolved.build == "default" ? "default" : "GGML_CUDA_FA_ALL_QUANTS");
-  out += fmt::format("Serving  {} slot{}{}, ubatch {}; flash attention {}\n", p.resolved.n_parallel, p.resolved.n_parallel > 1 ? "s" : "",
-                     p.resolved.n_parallel > 1 ? (p.resolved.kv_unified ? " sharing one KV buffer" : " with a KV stream each") : "",
-                     p.resolved.n_ubatch, p.request.flash_attn == "auto" ? "chosen per option" : p.request.flash_attn);
+  const int slots = p.resolved.n_parallel;
+  if (own_memory(p)) {
+    out += fmt::format("Engine   {} ({}), {} backend\n", p.resolved.engine, p.resolved.engine_build, p.resolved.backend);
+    out += fmt::format("Serving  {} conversation{} of the planned context at once{}\n", slots, slots > 1 ? "s" : "",
+                       p.resolved.memory_fraction > 0 ? fmt::format("; the engine uses {:g} of the device", p.resolved.memory_fraction) : "");
+  } else {
+    out += fmt::format("Engine   {} {}, {} backend{}, {} build\n", p.resolved.engine, p.resolved.engine_build, p.resolved.backend,
+                       p.resolved.backend_verified ? "" : " (kernel rules unverified)",
+                       p.resolved.build == "default" ? "default" : "GGML_CUDA_FA_ALL_QUANTS");
+    out += fmt::format("Serving  {} slot{}{}, ubatch {}; flash attention {}\n", slots, slots > 1 ? "s" : "",
+                       slots > 1 ? (p.resolved.kv_unified ? " sharing one KV buffer" : " with a KV stream each") : "",
+                       p.resolved.n_ubatch, p.request.flash_attn == "auto" ? "chosen per option" : p.request.flash_attn);
+  }
   const TaskProfile& t = *p.task;
   out += fmt::format("Task     {}: wants {} tokens (at least {}); {}\n", t.name, t.ctx_target, t.ctx_min, t.summary);
   return out;
@@ -77,7 +87,7 @@ std::string table(const Plan& p) {
     const std::string dev = p.pools.front().id;
     const std::string ctx = o.ctx_per_slot == o.ctx_size ? std::to_string(o.ctx_size)
                                                          : fmt::format("{}={}x{}", o.ctx_size, p.resolved.n_parallel, o.ctx_per_slot);
-    rows.push_back({std::to_string(i + 1), o.weights, ctx, o.cache_type_k, o.cache_type_v, o.flash_attn ? "on" : "off",
+    rows.push_back({std::to_string(i + 1), o.weights, ctx, o.cache_type_k, o.cache_type_v, own_memory(p) ? "-" : o.flash_attn ? "on" : "off",
                     gib(o.sum("weights", dev)), gib(o.sum("k_cache", dev) + o.sum("swa_k_cache", dev)),
                     gib(o.sum("v_cache", dev) + o.sum("swa_v_cache", dev)),
                     gib(o.sum("compute")), gib(p.pools.front().overhead.bytes), gib(o.usage(dev).total),
@@ -120,7 +130,10 @@ std::string render_plan(const Plan& p) {
   if (const Option* rec = p.recommended()) {
     out += fmt::format("\nRecommended  #1: {} weights, {} tokens, K={} V={}, {}\n", rec->weights, rec->ctx_size, rec->cache_type_k,
                        rec->cache_type_v, loss_text(rec->quality));
-    out += rec->launch + "\n";
+    if (rec->max_concurrency > 0)
+      out += fmt::format("Capacity     the KV pool holds {:.2f} conversations of {} tokens\n", rec->max_concurrency, rec->ctx_per_slot);
+    for (const auto& l : rec->launches)
+      if (l.name != "llama-cli") out += (rec->launches.size() > 1 && l.name != "llama-server" ? "# " + l.name + "\n" : "") + l.text + "\n";
     if (!p.explanation.empty()) {
       out += "\nWhy\n";
       for (const auto& line : p.explanation) out += "  - " + line + "\n";

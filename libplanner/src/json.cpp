@@ -1,5 +1,6 @@
 // The plan as JSON: the contract of schema/plan.schema.json. Keys say their unit and use
 // llama.cpp's words. Any key change bumps kSchemaVersion.
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "kvplan/memory.hpp"
@@ -140,7 +141,10 @@ json option_json(const Plan& p, const Option& o, int rank) {
   j["reason"] = o.reason;
   j["needs"] = o.needs;
   j["warnings"] = o.warnings;
-  j["launch"] = {{"llama.cpp", o.launch}};
+  json launch = json::object();
+  for (const auto& l : o.launches) launch[l.name] = l.text;
+  j["launch"] = launch;
+  j["max_concurrency"] = o.max_concurrency > 0 ? json(std::floor(o.max_concurrency * 100) / 100) : json(nullptr);
   return j;
 }
 
@@ -180,6 +184,8 @@ std::string to_json(const Plan& p, int indent) {
   const Resolved& s = p.resolved;
   j["request"]["backend"] = optional_json(r.backend);
   j["resolved"] = {{"engine", s.engine},
+                   {"engine_id", s.engine_id},
+                   {"memory_fraction", s.memory_fraction > 0 ? json(s.memory_fraction) : json(nullptr)},
                    {"engine_build", s.engine_build},
                    {"backend", s.backend},
                    {"backend_verified", s.backend_verified},

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "engines/llama_cpp.hpp"
+#include "engines/runtimes.hpp"
 #include "kvplan/error.hpp"
 #include "kvplan/memory.hpp"
 #include "kvplan/plan.hpp"
@@ -48,7 +49,10 @@ constexpr int kMinCtx = 256;
 // Everything about the request that does not depend on the option.
 struct Setup {
   const Catalog* catalog = nullptr;
-  const EngineSpec* engine = nullptr;
+  const EngineSpec* engine = nullptr;    // llama.cpp's rules: its memory model, and the architecture table for every engine
+  const RuntimeProfile* runtime = nullptr;  // another engine (nullptr: llama.cpp itself)
+  bool own_memory = false;               // the runtime sizes memory itself (all but Ollama, which runs llama.cpp)
+  int activation_tokens = 0;             // the batch the runtime sizes activations for
   const BackendSpec* backend = nullptr;
   const ModelSpec* model = nullptr;
   const TaskProfile* task = nullptr;
@@ -82,7 +86,7 @@ std::vector<Pool> make_pools(const Setup& s, const Request& r, Bytes total, cons
   Pool dev;
   // One pool when the device shares memory with the host: unified memory, or the CPU backend itself.
   const bool cpu = s.backend->id == "cpu";
-  const bool shared = cpu || (s.gpu && s.gpu->unified());
+  const bool shared = cpu || (s.gpu && s.gpu->unified()) || s.backend->id == "metal";
   dev.id = cpu ? "cpu" : shared ? "unified" : "gpu0";
   dev.kind = cpu ? "cpu" : shared ? "unified" : "gpu";
   dev.device = device_name;
@@ -91,6 +95,14 @@ std::vector<Pool> make_pools(const Setup& s, const Request& r, Bytes total, cons
   dev.reserve = r.reserve.value_or(0);
   dev.overhead = runtime_overhead(s.gpu, *s.backend);
   dev.margin = s.engine->margin_mib * kMiB;
+  if (s.runtime) {
+    dev.margin = s.runtime->margin_mib * kMiB;
+    if (s.own_memory)
+      dev.overhead = Figure::estimate(static_cast<Bytes>(s.runtime->context.typical * kMiB), static_cast<Bytes>(s.runtime->context.high * kMiB));
+    // vLLM / SGLang use a fraction of TOTAL memory; the rest is not theirs to fill.
+    if (s.own_memory && !s.runtime->fraction_covers_activations) dev.overhead = {};  // in the share left outside the fraction
+    if (s.runtime->memory_fraction > 0) dev.reserve += static_cast<Bytes>(std::llround(static_cast<double>(total) * (1 - s.runtime->memory_fraction)));
+  }
   if (dev.budget() <= 0)
     throw InputError(r.free ? "--free" : "--reserve", format_size(r.free ? *r.free : dev.reserve),
                      fmt::format("leaves nothing for the plan on {} ({} after runtime overhead and margin)", device_name,
@@ -147,6 +159,67 @@ void check_model_flags(const ModelSpec& m, const Request& r) {
                      {std::to_string(m.rope_scaling->orig_ctx)});
 }
 
+// The cache type names the engine accepts (-ctk/-ctv take them for every engine).
+std::vector<std::string> cache_type_ids(const Setup& s) {
+  if (!s.runtime) return s.engine->cache_types;
+  std::vector<std::string> ids;
+  for (const auto& t : s.runtime->cache_types) ids.push_back(t.id);
+  return ids;
+}
+
+// What another engine cannot be told: one cache type for K and V where it has one, and llama.cpp's
+// own flags where the engine has no equivalent (an error, never silently dropped).
+void check_runtime_request(const RuntimeProfile& rt, Request& r) {
+  if (rt.same_type_kv) {
+    std::vector<std::string> ids;
+    for (const auto& t : rt.cache_types) ids.push_back(t.id + "/" + t.id);
+    if (r.cache_type_k && r.cache_type_v && *r.cache_type_k != *r.cache_type_v)
+      throw InputError("--cache-type-k/--cache-type-v", *r.cache_type_k + "/" + *r.cache_type_v,
+                       rt.name + " has one cache type for K and V", ids);
+    if (r.cache_type_k && !r.cache_type_v) r.cache_type_v = r.cache_type_k;
+    if (r.cache_type_v && !r.cache_type_k) r.cache_type_k = r.cache_type_v;
+  }
+  if (rt.kind == "ollama") {
+    if (r.kv_unified) throw InputError("--kv-unified", "", "Ollama starts llama-server with -np and never --kv-unified: each slot has its own cache");
+    return;
+  }
+  auto refuse = [&](bool given, const std::string& flag) {
+    if (given) throw InputError(flag, "", "is a llama.cpp flag; " + rt.name + " has no equivalent in kvplan's plan (see `kvplan engines`)");
+  };
+  refuse(r.n_gpu_layers.has_value(), "--n-gpu-layers");
+  refuse(r.n_cpu_moe.has_value(), "--cpu-moe/--n-cpu-moe");
+  refuse(r.swa_full, "--swa-full");
+  refuse(r.kv_unified, "--kv-unified");
+  refuse(r.n_ubatch.has_value(), "--ubatch-size");
+  refuse(r.n_batch.has_value(), "--batch-size");
+  refuse(r.flash_attn != "auto", "--flash-attn");
+  refuse(r.build != "default", "--build");
+  refuse(r.allow_slow, "--allow-slow");
+  refuse(r.rope_scaling || r.rope_scale || r.yarn_orig_ctx, "--rope-scaling");
+  if (r.model_spec && !r.model_spec->file_tensors.empty())
+    throw InputError("--model", r.model, "is a GGUF file, which " + rt.name + " does not load; give the catalog model name");
+}
+
+// What an engine that sizes its own memory accepts as a K/V pair (data/engines/<id>.yaml rules).
+engines::PairCheck check_runtime_pair(const Setup& s, const std::string& k, const std::string& v) {
+  const RuntimeProfile& rt = *s.runtime;
+  const RuntimeCacheType* tk = rt.cache_type(k);
+  const RuntimeCacheType* tv = rt.cache_type(v);
+  engines::PairCheck out;
+  if (!tk || !tv) {
+    out.reason = "unknown cache type for " + rt.name;
+  } else if (rt.same_type_kv && k != v) {
+    out.reason = rt.name + " has one cache type for K and V";
+  } else if (!rt.mix_unquantized && tk->quantized() != tv->quantized()) {
+    out.reason = fmt::format("{} caches are FP16 for both K and V or quantized for both (cache_mode \"k_bits,v_bits\")", rt.name);
+  } else if (!rt.quantized_sliding && (tk->quantized() || tv->quantized()) && layer_counts(*s.model).sliding > 0) {
+    out.reason = fmt::format("{} keeps sliding-window layers in a rotating cache, which cannot be quantized", rt.name);
+  } else {
+    out.ok = true;
+  }
+  return out;
+}
+
 Setup resolve(const Catalog& c, const Request& request) {
   Setup s;
   s.catalog = &c;
@@ -155,7 +228,10 @@ Setup resolve(const Catalog& c, const Request& request) {
   const Request& r = s.request;
   if (r.model.empty()) throw InputError("--model", "", "is required (a catalog name such as qwen2.5-coder-32b)");
   if (r.gpu.empty()) throw InputError("--gpu", "", "is required (a GPU name such as rtx4090, or a size such as 24GB)");
-  s.engine = &c.engine(r.engine);
+  s.runtime = c.runtime(r.engine);
+  s.engine = s.runtime ? &c.engines.front() : &c.engine(r.engine);
+  s.own_memory = s.runtime && s.runtime->kind != "ollama";
+  if (s.runtime) check_runtime_request(*s.runtime, s.request);
   s.model = r.model_spec ? r.model_spec.get() : &c.model(s.request.model);
   s.file_format.id = s.model->file_format;
   s.file_format.quality_source = "";
@@ -190,11 +266,13 @@ Setup resolve(const Catalog& c, const Request& request) {
   const int b = r.n_batch.value_or(s.engine->default_batch);
   if (ub < 1 || ub > 65536) throw InputError("--ubatch-size", std::to_string(ub), "must be 1..65536");
   if (b < 1 || b > 1 << 20) throw InputError("--batch-size", std::to_string(b), "must be 1..1048576");
+  const std::vector<std::string> accepted = cache_type_ids(s);
+  const std::string engine_name = s.runtime ? s.runtime->name : s.engine->name;
   for (const auto* t : {&r.cache_type_k, &r.cache_type_v}) {
     if (!*t) continue;
     const std::string field = t == &r.cache_type_k ? "--cache-type-k" : "--cache-type-v";
-    if (std::find(s.engine->cache_types.begin(), s.engine->cache_types.end(), **t) == s.engine->cache_types.end())
-      throw InputError(field, **t, "unknown cache type for " + s.engine->name, s.engine->cache_types, closest_match(**t, s.engine->cache_types));
+    if (std::find(accepted.begin(), accepted.end(), **t) == accepted.end())
+      throw InputError(field, **t, "unknown cache type for " + engine_name, accepted, closest_match(**t, accepted));
   }
 
   // Device: a catalog GPU or a bare size (a CUDA card, said so in the output).
@@ -202,8 +280,10 @@ Setup resolve(const Catalog& c, const Request& request) {
   std::string device_name;
   if (is_size(r.gpu)) {
     total = parse_size(r.gpu, "--gpu");
-    s.backend = &s.engine->backend(r.backend.value_or("cuda"));
-    device_name = fmt::format("{} GPU ({} GiB, {})", r.gpu, format_gib(total), r.backend ? *r.backend : "assumed CUDA");
+    const bool apple = s.runtime && s.runtime->kind == "mlx";
+    s.backend = &s.engine->backend(r.backend.value_or(apple ? "metal" : "cuda"));
+    device_name = fmt::format("{} GPU ({} GiB, {})", r.gpu, format_gib(total),
+                              r.backend ? *r.backend : apple ? "assumed Apple unified memory" : "assumed CUDA");
     s.resolved.gpu_size_only = true;
   } else {
     s.gpu = &c.gpu(r.gpu);
@@ -211,6 +291,9 @@ Setup resolve(const Catalog& c, const Request& request) {
     total = s.gpu->unified() && s.gpu->working_set_mib > 0 ? s.gpu->working_set_mib * kMiB : s.gpu->total_mib * kMiB;
     device_name = s.gpu->name;
   }
+  if (s.runtime && std::find(s.runtime->backends.begin(), s.runtime->backends.end(), s.backend->id) == s.runtime->backends.end())
+    throw InputError(r.backend ? "--backend" : "--gpu", r.backend ? *r.backend : r.gpu,
+                     fmt::format("{} does not run on the {} backend", s.runtime->name, s.backend->name), s.runtime->backends);
   if (r.reserve && *r.reserve < 0) throw InputError("--reserve", format_size(*r.reserve), "must not be negative");
   if (r.free && *r.free > total)
     throw InputError("--free", format_size(*r.free), fmt::format("is more than the device's {}", format_size(total)));
@@ -220,6 +303,14 @@ Setup resolve(const Catalog& c, const Request& request) {
 
   s.resolved.engine = s.engine->name;
   s.resolved.engine_build = s.engine->build_name + ", as vendored by " + s.engine->vendored_by;
+  if (s.runtime) {
+    s.resolved.engine = s.runtime->name;
+    s.resolved.engine_id = s.runtime->id;
+    s.resolved.engine_build = s.runtime->version + (s.own_memory ? "" : "; memory as llama.cpp " + s.engine->build_name);
+    s.resolved.memory_fraction = s.runtime->memory_fraction;
+    const bool large = total >= 70 * kGiB && s.runtime->activation_tokens_large > 0;
+    s.activation_tokens = large ? s.runtime->activation_tokens_large : s.runtime->activation_tokens;
+  }
   s.resolved.backend = s.backend->id;
   s.resolved.backend_verified = s.backend->verified;
   s.resolved.build = r.build;
@@ -234,7 +325,7 @@ Setup resolve(const Catalog& c, const Request& request) {
 
   // Context beyond the native window only when the task wants it or the rope flags were given.
   const ModelSpec& m = *s.model;
-  const int slots = r.kv_unified ? 1 : std::max(1, r.n_parallel);
+  const int slots = r.kv_unified || s.own_memory ? 1 : std::max(1, r.n_parallel);
   const bool rope_flags = r.rope_scaling || r.rope_scale || r.yarn_orig_ctx;
   const bool wants_extension = rope_flags || (r.ctx_size && *r.ctx_size > m.ctx_native * slots) ||
                                (!r.ctx_size && s.task->ctx_target > m.ctx_native);
@@ -242,7 +333,7 @@ Setup resolve(const Catalog& c, const Request& request) {
   if (r.ctx_size) {
     if (*r.ctx_size < kMinCtx)
       throw InputError("--ctx-size", std::to_string(*r.ctx_size), fmt::format("must be at least {}", kMinCtx));
-    if (*r.ctx_size > m.max_ctx() * (r.kv_unified ? 1 : r.n_parallel))
+    if (*r.ctx_size > m.max_ctx() * slots)
       throw InputError("--ctx-size", std::to_string(*r.ctx_size),
                        fmt::format("is beyond {}'s maximum of {} tokens{}", m.name, m.max_ctx(),
                                    m.ctx_extended ? " (with rope scaling)" : ""));
@@ -250,12 +341,93 @@ Setup resolve(const Catalog& c, const Request& request) {
   return s;
 }
 
+// The prior's name for an engine's cache type in the K or V role (llama.cpp names are the prior's own).
+const std::string& prior_name(const Setup& s, const std::string& id, bool k_role) {
+  if (s.runtime)
+    if (const auto* t = s.runtime->cache_type(id)) return k_role ? t->prior_k : t->prior_v;
+  return id;
+}
+// Equivalent bits of a cache type in its role (exl2 Q6: K 8-bit, V 4-bit).
+double k_bits(const Setup& s, const std::string& id) { return s.catalog->prior.type(prior_name(s, id, true)).k_bits; }
+double v_bits(const Setup& s, const std::string& id) { return s.catalog->prior.type(prior_name(s, id, false)).v_bits; }
+// Storage bits of K per element, scales included (for describing it).
+double k_storage_bits(const Setup& s, const std::string& id) {
+  if (s.runtime)
+    if (const auto* t = s.runtime->cache_type(id)) return t->k_bytes * 8;
+  return s.catalog->prior.type(id).bits;
+}
+
 bool uses_rotation(const Setup& s, const std::string& type_k, const std::string& type_v) {
+  if (s.own_memory) return false;  // types that rotate carry it in the prior (rotation: builtin)
   const bool quantized = s.engine->type(type_k, "").quantized() || s.engine->type(type_v, "").quantized();
   return s.rotation_rule && quantized && s.model->head_dim_k % 64 == 0;
 }
 
+void sum_pools(const Setup& s, Option& o) {
+  for (const auto& pool : s.pools) {
+    PoolUsage u;
+    u.pool = pool.id;
+    for (const auto& a : o.allocations)
+      if (a.pool == pool.id) u.allocations += a.figure.bytes, u.allocations_high += a.figure.high;
+    u.total = u.allocations + pool.overhead.bytes;
+    u.total_high = u.allocations_high + pool.overhead.high;
+    u.headroom = pool.bounded() ? pool.capacity - pool.reserve - pool.margin - u.total_high : 0;
+    o.pools.push_back(u);
+  }
+}
+
+// An engine that sizes its own memory (data/engines/<id>.yaml, engines/runtimes.hpp): weights from the
+// parameter count, KV by the engine's paging for n_parallel conversations of ctx tokens each, its
+// temporaries and activations, CUDA graphs. ctx is per conversation.
+Option account_runtime(const Setup& s, const Candidate& c, int ctx) {
+  const ModelSpec& m = *s.model;
+  const RuntimeProfile& rt = *s.runtime;
+  const Request& r = s.request;
+  const RuntimeCacheType& tk = *rt.cache_type(c.k);
+  const RuntimeCacheType& tv = *rt.cache_type(c.v);
+  const int seqs = std::max(1, r.n_parallel);
+  const KvCacheBytes kv = engines::runtime_kv_bytes(rt, m, *s.engine, tk, tv, ctx, seqs, s.activation_tokens);
+  Option o;
+  o.weights = c.weights->id;
+  o.ctx_size = ctx;
+  o.ctx_per_slot = ctx;
+  o.cache_type_k = c.k;
+  o.cache_type_v = c.v;
+  o.flash_attn = true;
+  o.beyond_native = ctx > m.ctx_native;
+  o.below_task_min = ctx < s.task->ctx_min;
+  auto put = [&](const std::string& what, const std::string& pool, const Figure& f) {
+    if (f.bytes != 0 || what == "k_cache") o.allocations.push_back({"main", what, pool, f});
+  };
+  put("weights", s.device_pool, c.weight_bytes.device);
+  put("weights_host", s.host_pool, c.weight_bytes.host);
+  put("k_cache", s.device_pool, kv.k);
+  put("v_cache", s.device_pool, kv.v);
+  put("swa_k_cache", s.device_pool, kv.swa_k);
+  put("swa_v_cache", s.device_pool, kv.swa_v);
+  put("state", s.device_pool, kv.state);
+  if (rt.temp_fp16_layer && (tk.quantized() || tv.quantized())) {
+    // exllamav2/cache.py footprint(): fp16 K and V of one layer per device for the quantized cache.
+    std::int64_t widest = 0;
+    for (const auto& lc : layer_caches(m, *s.engine)) widest = std::max(widest, lc.k_width + lc.v_width);
+    const Bytes temp = static_cast<Bytes>(widest) * engines::runtime_tokens(rt, m, ctx, 0).full * seqs * 2;
+    put("cache_temp", s.device_pool, Figure::exact(temp, temp));
+  }
+  if (rt.fraction_covers_activations && s.activation_tokens > 0)
+    put("compute", s.device_pool, engines::runtime_activation_bytes(m, s.activation_tokens, seqs));
+  if (rt.graphs.high > 0)
+    put("cuda_graphs", s.device_pool, Figure::estimate(static_cast<Bytes>(rt.graphs.typical * kMiB), static_cast<Bytes>(rt.graphs.high * kMiB)));
+  sum_pools(s, o);
+  // How many conversations of this length the cache would hold (vLLM's "Maximum concurrency" line):
+  // the KV the plan counts plus the device headroom, over one conversation's KV.
+  const Bytes kv_all = kv.k.bytes + kv.v.bytes + kv.swa_k.bytes + kv.swa_v.bytes + kv.state.bytes;
+  if (kv_all > 0 && o.pools.front().headroom >= 0)
+    o.max_concurrency = static_cast<double>(kv_all + o.pools.front().headroom) / (static_cast<double>(kv_all) / seqs);
+  return o;
+}
+
 Option account(const Setup& s, const Candidate& c, int ctx) {
+  if (s.own_memory) return account_runtime(s, c, ctx);
   const ModelSpec& m = *s.model;
   const EngineSpec& e = *s.engine;
   const Request& r = s.request;
@@ -314,16 +486,7 @@ Option account(const Setup& s, const Candidate& c, int ctx) {
   put("compute", s.device_pool, compute.device);
   put("compute_host", s.host_pool, compute.host);
   put("output", s.host_pool, output_bytes(m, shape));
-  for (const auto& pool : s.pools) {
-    PoolUsage u;
-    u.pool = pool.id;
-    for (const auto& a : o.allocations)
-      if (a.pool == pool.id) u.allocations += a.figure.bytes, u.allocations_high += a.figure.high;
-    u.total = u.allocations + pool.overhead.bytes;
-    u.total_high = u.allocations_high + pool.overhead.high;
-    u.headroom = pool.bounded() ? pool.capacity - pool.reserve - pool.margin - u.total_high : 0;
-    o.pools.push_back(u);
-  }
+  sum_pools(s, o);
   return o;
 }
 
@@ -337,8 +500,8 @@ void score(const Setup& s, const Candidate& c, Option& o) {
   in.model = s.model;
   in.weights = c.weights;
   in.weights_bpw = weights_bpw(*s.model, c.weight_bytes);
-  in.type_k = c.k;
-  in.type_v = c.v;
+  in.type_k = prior_name(s, c.k, true);
+  in.type_v = prior_name(s, c.v, false);
   in.ctx = o.ctx_per_slot;
   in.rotation = uses_rotation(s, c.k, c.v);
   in.task = s.task;
@@ -348,7 +511,7 @@ void score(const Setup& s, const Candidate& c, Option& o) {
 // The largest context (a multiple of 256, at most `cap`) at which the option fits; 0 if none.
 int largest_fitting_ctx(const Setup& s, const Candidate& c, int cap) {
   // Without unified KV each slot gets PAD(ctx / n_parallel, 256): step by whole slots.
-  const int step = s.engine->ctx_pad * (s.request.kv_unified ? 1 : s.request.n_parallel);
+  const int step = s.own_memory ? 256 : s.engine->ctx_pad * (s.request.kv_unified ? 1 : s.request.n_parallel);
   int lo = 0, hi = cap / step;  // in steps
   if (hi < 1) return 0;
   if (account(s, c, hi * step).fits()) return hi * step;
@@ -367,7 +530,7 @@ std::string describe_k(const std::string& k, double bits) {
 
 std::string reason_for(const Setup& s, const Option& o) {
   const auto& prior = s.catalog->prior;
-  const double kb = prior.type(o.cache_type_k).bits, vb = prior.type(o.cache_type_v).bits;
+  const double kb = k_bits(s, o.cache_type_k), vb = v_bits(s, o.cache_type_v);
   std::vector<std::string> parts;
   const int target = s.task->ctx_target;
   if (o.below_task_min) parts.push_back(fmt::format("below the task minimum of {}", s.task->ctx_min));
@@ -376,7 +539,9 @@ std::string reason_for(const Setup& s, const Option& o) {
   if (o.sum("k_cache") + o.sum("swa_k_cache") == 0) {
     parts.push_back("no KV cache: recurrent state only");
   } else {
-    parts.push_back(describe_k(o.cache_type_k, kb));
+    const double stored = std::floor(k_storage_bits(s, o.cache_type_k));  // fp8: 8, exl2 Q6 K: 8, exl3 6: 6
+    parts.push_back(!s.own_memory ? describe_k(o.cache_type_k, kb)
+                    : stored >= 16 ? o.cache_type_k + " K (lossless)" : fmt::format("{}-bit K", static_cast<int>(stored)));
     if (kb <= prior.low_bits) parts.push_back("keys degrade with context");
     else if (vb < kb) parts.push_back("V compressed first");
   }
@@ -402,8 +567,8 @@ bool ranks_before(const Setup& s, const Option& a, const Option& b) {
   // Deterministic tie-break: flash attention on, then the catalog's order of formats and types.
   if (a.flash_attn != b.flash_attn) return a.flash_attn;
   auto order = [&](const Option& o) {
-    const auto& f = s.catalog->weight_formats;
-    const auto& t = s.engine->cache_types;
+    const auto& f = s.own_memory ? s.runtime->weight_formats : s.catalog->weight_formats;
+    const auto t = cache_type_ids(s);
     auto pos = [](const auto& v, const auto& pred) { return std::find_if(v.begin(), v.end(), pred) - v.begin(); };
     return std::make_tuple(pos(f, [&](const WeightFormat& w) { return w.id == o.weights; }),
                            pos(t, [&](const std::string& x) { return x == o.cache_type_k; }),
@@ -427,7 +592,7 @@ std::string loss_pct(double x) { return x < 0.001 ? fmt::format("{:.2f}%", x * 1
 std::vector<std::string> explain(const Setup& s, const Option& best, const std::vector<Option>& all) {
   std::vector<std::string> lines;
   const auto& prior = s.catalog->prior;
-  const double kb = prior.type(best.cache_type_k).bits, vb = prior.type(best.cache_type_v).bits;
+  const double kb = k_bits(s, best.cache_type_k), vb = v_bits(s, best.cache_type_v);
   const int target = s.task->ctx_target;
   auto text = [&](const std::string& id) {
     const Evidence* e = prior.find_evidence(id);
@@ -436,11 +601,16 @@ std::vector<std::string> explain(const Setup& s, const Option& best, const std::
   // The same weights with 4-bit keys: what the user would get by squeezing K instead.
   const Option* low_k = nullptr;
   for (const auto& o : all)
-    if (o.weights == best.weights && prior.type(o.cache_type_k).bits <= prior.low_bits &&
+    if (o.weights == best.weights && k_bits(s, o.cache_type_k) <= prior.low_bits &&
         (!low_k || o.ctx_per_slot > low_k->ctx_per_slot ||
          (o.ctx_per_slot == low_k->ctx_per_slot && o.quality.expected_loss < low_k->quality.expected_loss)))
       low_k = &o;
-  if (kb > prior.low_bits) {
+  const auto ids = cache_type_ids(s);
+  const bool low_k_possible = std::any_of(ids.begin(), ids.end(), [&](const std::string& t) { return k_bits(s, t) <= prior.low_bits; });
+  if (kb > prior.low_bits && !low_k_possible) {
+    lines.push_back(fmt::format("K is at {}: {} offers no 4-bit key cache, the safe side: {}.", best.cache_type_k, s.resolved.engine,
+                                text("k4_vs_v4")));
+  } else if (kb > prior.low_bits) {
     std::string line = fmt::format("K stays at {} rather than 4 bits: {}.", best.cache_type_k, text("k4_vs_v4"));
     if (low_k)
       line += fmt::format(" Here K={} V={} would run {} tokens at ~{} expected loss ({}).", low_k->cache_type_k, low_k->cache_type_v,
@@ -495,12 +665,20 @@ Plan plan(const Catalog& catalog, const Request& request) {
   out.model = s.model;
   out.task = s.task;
   out.pools = s.pools;
-  if (!s.backend->verified)
+  if (!s.backend->verified && !s.own_memory)
     out.warnings.push_back(fmt::format("{} kernel rules are not verified against llama.cpp source; treat feasibility as a guess", s.backend->name));
 
   // ---- enumerate what the engine accepts ----
   std::vector<const WeightFormat*> formats;
-  if (!m.file_tensors.empty()) {
+  if (s.own_memory) {
+    // The engine's own formats (safetensors, EXL2/EXL3, MLX), sized from the parameter count.
+    std::vector<std::string> ids;
+    for (const auto& f : s.runtime->weight_formats) {
+      ids.push_back(f.id);
+      if (!r.weights || f.id == *r.weights) formats.push_back(&f);
+    }
+    if (formats.empty()) throw InputError("--weights", *r.weights, "is not a weight format of " + s.runtime->name, ids, closest_match(*r.weights, ids));
+  } else if (!m.file_tensors.empty()) {
     // A GGUF file: its own tensors, in its own format.
     const WeightFormat* known = catalog.find_weight_format(m.file_format);
     formats.push_back(known ? known : &s.file_format);
@@ -515,11 +693,18 @@ Plan plan(const Catalog& catalog, const Request& request) {
     for (const auto& f : catalog.weight_formats)
       if (f.offered && !f.base_type.empty() && (!by_params || f.bpw_llama31_8b > 0)) formats.push_back(&f);
   }
-  const auto& types = s.engine->cache_types;
-  const auto& offered = s.engine->cache_types_offered;
+  const std::vector<std::string> types = cache_type_ids(s);
+  std::vector<std::string> offered = s.engine->cache_types_offered;
+  if (s.runtime) {
+    offered.clear();
+    for (const auto& t : s.runtime->cache_types)
+      if (t.offered) offered.push_back(t.id);
+  }
+  const bool same_type = s.runtime && s.runtime->same_type_kv;
   std::vector<std::string> ks = r.cache_type_k ? std::vector<std::string>{*r.cache_type_k} : offered;
   std::vector<std::string> vs = r.cache_type_v ? std::vector<std::string>{*r.cache_type_v} : offered;
   std::vector<bool> fas = r.flash_attn == "auto" ? std::vector<bool>{true, false} : std::vector<bool>{r.flash_attn == "on"};
+  if (s.own_memory) fas = {true};  // the engine's own attention kernels; nothing to choose
   // What the cache types act on: no attention layer (pure recurrent) -> nothing to choose;
   // an MLA cache without V -> V is a view of K, so -ctv follows -ctk.
   bool any_attention = false, any_v = false;
@@ -528,23 +713,28 @@ Plan plan(const Catalog& catalog, const Request& request) {
     any_v |= lc.v_width > 0;
   }
   if (!any_attention) {
-    ks = {r.cache_type_k.value_or("f16")};
-    vs = {r.cache_type_v.value_or("f16")};
+    const std::string plain = s.runtime ? s.runtime->cache_types.front().id : "f16";
+    ks = {r.cache_type_k.value_or(plain)};
+    vs = {r.cache_type_v.value_or(plain)};
     if (r.flash_attn == "auto") fas = {true};
   }
   const bool v_follows_k = any_attention && !any_v && !r.cache_type_v;
 
   std::vector<Candidate> candidates;
   std::vector<engines::PairCheck> refusals;
+  auto check_pair = [&](const std::string& k, const std::string& v, bool fa) {
+    return s.own_memory ? check_runtime_pair(s, k, v) : engines::check_pair(*s.engine, *s.backend, m, r.build, k, v, fa);
+  };
   for (const auto* f : formats) {
-    const WeightBytes wb = weight_bytes(m, *f, *s.engine, *s.backend, s.placement);
+    const WeightBytes wb = s.own_memory ? engines::runtime_weight_bytes(m, *f, s.engine->weights_rel_error_fallback)
+                                        : weight_bytes(m, *f, *s.engine, *s.backend, s.placement);
     for (const auto& k : ks)
       for (const auto& v : vs)
         for (bool fa : fas) {
-          if (v_follows_k && v != k) continue;
+          if ((v_follows_k || same_type) && v != k) continue;
           // Without attention layers the cache types and flash attention act on nothing.
-          engines::PairCheck check = engines::check_pair(*s.engine, *s.backend, m, r.build, k, v, fa);
-          if (!any_attention && !check.ok && check.slow) check = engines::PairCheck{true};  // no attention kernel is ever run
+          engines::PairCheck check = check_pair(k, v, fa);
+          if (!any_attention && !check.ok && check.slow) check = engines::PairCheck{true, false, {}, {}};  // no attention kernel is ever run
           if (!check.ok && !(check.slow && r.allow_slow)) {
             if (f == formats.front()) refusals.push_back(check);
             continue;
@@ -558,7 +748,7 @@ Plan plan(const Catalog& catalog, const Request& request) {
     std::vector<std::string> alternatives;
     for (const auto& k : types)
       for (const auto& v : types)
-        if (std::any_of(fas.begin(), fas.end(), [&](bool fa) { return engines::check_pair(*s.engine, *s.backend, m, r.build, k, v, fa).ok; }))
+        if ((!same_type || k == v) && std::any_of(fas.begin(), fas.end(), [&](bool fa) { return check_pair(k, v, fa).ok; }))
           alternatives.push_back(k + "/" + v);
     const auto& first = refusals.front();
     std::vector<std::string> help;
@@ -569,8 +759,9 @@ Plan plan(const Catalog& catalog, const Request& request) {
     for (const auto& h : help) advice += (advice.empty() ? "; " : ", or ") + h;
     const std::string asked = r.cache_type_k.value_or("*") + "/" + r.cache_type_v.value_or("*");
     throw InputError("--cache-type-k/--cache-type-v", asked,
-                     fmt::format("{} ({} backend, {} build) will not run this: {}{}", s.engine->name, s.backend->name, r.build,
-                                 first.reason, advice),
+                     s.own_memory ? fmt::format("{} will not run this: {}", s.runtime->name, first.reason)
+                                  : fmt::format("{} ({} backend, {} build) will not run this: {}{}", s.resolved.engine, s.backend->name,
+                                                r.build, first.reason, advice),
                      alternatives);
   }
 
@@ -581,7 +772,7 @@ Plan plan(const Catalog& catalog, const Request& request) {
   else if (types_pinned) out.mode = "max_context";
   else out.mode = "rank";
   // Targets and model limits are per conversation; -c counts every slot when the KV is not unified.
-  const int slots = r.kv_unified ? 1 : r.n_parallel;
+  const int slots = r.kv_unified || s.own_memory ? 1 : r.n_parallel;
   const int cap = slots * (out.mode == "max_context" ? s.ctx_allowed : std::min(s.task->ctx_target, s.ctx_allowed));
 
   std::vector<Option> fitting, failing;
@@ -613,7 +804,11 @@ Plan plan(const Catalog& catalog, const Request& request) {
       o.warnings.push_back(fmt::format("stopped at {}'s native {} tokens; longer contexts need --rope-scaling {} --rope-scale {:g}",
                                        m.name, m.ctx_native, m.rope_scaling->type, m.rope_scaling->factor));
     o.reason = reason_for(s, o);
-    o.launch = engines::launch_line(m, o, s.resolved, s.engine->default_ubatch, s.engine->default_batch);
+    o.launches = s.runtime ? engines::runtime_launches(*s.runtime, m, o, s.resolved)
+                           : engines::launch_lines(m, o, s.resolved, s.engine->default_ubatch, s.engine->default_batch);
+    o.launch = o.launches.front().text;
+    if (s.runtime && s.runtime->kind == "mlx" && prior_name(s, o.cache_type_k, true) != "f16")
+      o.warnings.push_back("mlx_lm.server has no KV quantization flags: this cache runs with mlx_lm.generate or the Python API (kv_bits)");
     if (o.fits() && ctx > 0) {
       fitting.push_back(std::move(o));
     } else {
@@ -647,7 +842,7 @@ Plan plan(const Catalog& catalog, const Request& request) {
     out.nothing_fits += shorter > 0 ? fmt::format(", or -c {} with the same weights and cache types", shorter)
                                     : ", or try a smaller model or a shorter context";
     // Full offload does not fit: how many layers would, with the rest in RAM (-ngl).
-    if (!r.n_gpu_layers && s.backend->id != "cpu" && s.pools.size() > 1 && short_pool(closest) == 0) {
+    if (!s.own_memory && !r.n_gpu_layers && s.backend->id != "cpu" && s.pools.size() > 1 && short_pool(closest) == 0) {
       Setup alt = s;
       Candidate c = *failing_candidates[order.front()];
       auto fits_with = [&](int ngl) {

@@ -15,7 +15,8 @@ __path__ = __import__("pkgutil").extend_path(__path__, __name__)
 from ._errors import InputError  # noqa: E402  (first: the module's exception translator raises it)
 from . import _core  # noqa: E402
 from ._catalog import (  # noqa: E402
-    Engine, Gpu, Mla, Model, Moe, Recurrent, RopeScaling, SlidingWindow, Task, WeightFormat, cache_types, engines, gpu,
+    Engine, Gpu, Mla, Model, Moe, Recurrent, RopeScaling, SlidingWindow, Task, WeightFormat, cache_types, engine, engines,
+    gpu,
     gpus, model, models, read_model, tasks, weight_formats)
 from ._plan import (  # noqa: E402
     Allocation, Memory, Option, Plan, Pool, PoolUsage, Quality, Resolved, breakdown, max_context, plan)
@@ -27,6 +28,6 @@ SCHEMA_VERSION: int = _core.SCHEMA_VERSION  # the "schema_version" of to_json() 
 __all__ = [
     "Allocation", "Engine", "Gpu", "InputError", "Memory", "Mla", "Model", "Moe", "Option", "Options", "Plan",
     "PlanOptions", "Pool", "PoolUsage", "Quality", "Recurrent", "Resolved", "RopeScaling", "SCHEMA_VERSION",
-    "SlidingWindow", "Task", "WeightFormat", "breakdown", "cache_types", "engines", "gpu", "gpus", "max_context",
+    "SlidingWindow", "Task", "WeightFormat", "breakdown", "cache_types", "engine", "engines", "gpu", "gpus", "max_context",
     "model", "models", "plan", "read_model", "tasks", "weight_formats",
 ]

@@ -153,15 +153,26 @@ class Task:
 
 @dataclass(frozen=True)
 class Engine:
-    """An inference engine build and what it accepts (data/engines/)."""
+    """An inference engine and what it accepts (data/engines/; `kvplan engines`)."""
 
     id: str
     name: str
-    build_name: str
-    build: int
-    vendored_by: str
-    cache_types: tuple[str, ...]          # what -ctk / -ctv accept
+    kind: str                             # llama.cpp, ollama, vllm, sglang, exllamav2, exllamav3, mlx
+    version: str                          # the build or release kvplan's rules were read from
+    cache_types: tuple[str, ...]          # what cache_type_k / cache_type_v accept
     cache_types_offered: tuple[str, ...]  # what the planner tries when nothing is pinned
+    same_type_kv: bool                    # one cache type for K and V
+    weight_formats: tuple[str, ...]       # the engine's own formats (empty: GGUF, as llama.cpp)
+    rules: tuple[str, ...]
+
+    @classmethod
+    def _from_core(cls, e: _core.EngineSpec | _core.RuntimeProfile) -> Engine:
+        if isinstance(e, _core.EngineSpec):
+            return cls(e.id, e.name, "llama.cpp", f"{e.build_name}, as vendored by {e.vendored_by}", tuple(e.cache_types),
+                       tuple(e.cache_types_offered), False, (), ())
+        return cls(e.id, e.name, e.kind, e.version, tuple(t.id for t in e.cache_types),
+                   tuple(t.id for t in e.cache_types if t.offered), e.same_type_kv, tuple(f.id for f in e.weight_formats),
+                   tuple(e.rules))
 
 
 @dataclass(frozen=True)
@@ -194,13 +205,23 @@ def tasks(data: PathLike | Sequence[PathLike] | None = None) -> list[Task]:
 
 
 def engines(data: PathLike | Sequence[PathLike] | None = None) -> list[Engine]:
-    """Every engine build the catalog models."""
-    return [convert(Engine, e) for e in catalog(data).engines]
+    """Every engine kvplan plans for (`kvplan engines`): llama.cpp first, then Ollama, vLLM, SGLang, ExLlama, MLX."""
+    cat = catalog(data)
+    return [Engine._from_core(e) for e in cat.engines] + [Engine._from_core(e) for e in cat.runtimes]
+
+
+def engine(name: str, data: PathLike | Sequence[PathLike] | None = None) -> Engine:
+    """One engine by id or alias (engine= of kvplan.plan); InputError with a suggestion when unknown."""
+    cat = catalog(data)
+    runtime = cat.runtime(name, "engine")
+    return Engine._from_core(runtime if runtime is not None else cat.engine(name, "engine"))
 
 
 def cache_types(engine: str = "llama.cpp", data: PathLike | Sequence[PathLike] | None = None) -> list[str]:
     """The K/V cache types the engine accepts (the values of cache_type_k and cache_type_v)."""
-    return list(catalog(data).engine(engine, "--engine").cache_types)
+    cat = catalog(data)
+    runtime = cat.runtime(engine, "--engine")
+    return [t.id for t in runtime.cache_types] if runtime is not None else list(cat.engine(engine, "--engine").cache_types)
 
 
 def weight_formats(data: PathLike | Sequence[PathLike] | None = None) -> list[WeightFormat]:
@@ -219,7 +240,9 @@ def read_model(path: PathLike, engine: str | None = None, data: PathLike | Seque
     Only the header of a GGUF is read. kvplan.plan(model=path) plans for the same model.
     """
     cat = catalog(data)
-    return Model._from_core(_core.load_model_file(os.fspath(path), cat, engine or _core.Request().engine))
+    name = engine or _core.Request().engine
+    # model files are read with llama.cpp's architecture table whatever the engine
+    return Model._from_core(_core.load_model_file(os.fspath(path), cat, "llama.cpp" if cat.runtime(name) else name))
 
 
 def gpu(name: str, data: PathLike | Sequence[PathLike] | None = None) -> Gpu:

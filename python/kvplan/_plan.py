@@ -146,6 +146,8 @@ class Resolved:
 
     engine: str
     engine_build: str
+    engine_id: str  # llama.cpp, ollama, vllm, sglang, exllamav2, exllamav3 or mlx
+    memory_fraction: float | None  # vLLM --gpu-memory-utilization / SGLang --mem-fraction-static
     backend: str
     backend_verified: bool
     build: str
@@ -180,7 +182,9 @@ class Option:
     needs: tuple[str, ...]
     warnings: tuple[str, ...]
     reason: str
-    launch: str  # the llama-server command line
+    launch: str  # the engine's main launch line (llama-server for llama.cpp)
+    launches: dict[str, str]  # every line by name: llama-server, llama-cli, ollama-env, modelfile, vllm, tabby-config, ...
+    max_concurrency: float | None  # engines with a shared KV pool: conversations of ctx_size tokens it holds
     plan: Plan = dataclasses.field(compare=False)
 
     @classmethod
@@ -196,7 +200,8 @@ class Option:
                       for u in o.pools)
         quality = convert(Quality, o.quality, risk=o.quality.risk.name, evidence=tuple(o.quality.evidence))
         return convert(cls, o, rank=rank, fits=o.fits(), memory=memory, allocations=allocations, pools=pools,
-                       quality=quality, plan=plan)
+                       quality=quality, plan=plan, launches={ln.name: ln.text for ln in o.launches},
+                       max_concurrency=o.max_concurrency or None)
 
     @property
     def ctx_text(self) -> str:
@@ -263,7 +268,7 @@ class Plan:
         self._catalog = catalog
         self.model = Model._from_core(core.model)
         self.task = convert(Task, core.task)
-        self.resolved = convert(Resolved, core.resolved)
+        self.resolved = convert(Resolved, core.resolved, memory_fraction=core.resolved.memory_fraction or None)
         self.pools = tuple(convert(Pool, p, bounded=p.bounded(), capacity_bytes=p.capacity, reserve_bytes=p.reserve,
                                    overhead_bytes=p.overhead.bytes, overhead_high_bytes=p.overhead.high,
                                    margin_bytes=p.margin, budget_bytes=p.budget() if p.bounded() else None)

@@ -121,7 +121,9 @@ def request(cat: _core.Catalog, **given: object) -> _core.Request:
     if isinstance(model, os.PathLike):
         model = given["model"] = os.fspath(model)
     if isinstance(model, str) and model and os.path.exists(model):
-        req.model_spec = _core.load_model_file(model, cat, str(given.get("engine") or req.engine))
+        name = str(given.get("engine") or req.engine)
+        # model files are read with llama.cpp's architecture table whatever the engine
+        req.model_spec = _core.load_model_file(model, cat, "llama.cpp" if cat.runtime(name, "engine") else name)
     given["n_cpu_moe"] = _cpu_moe(given.pop("cpu_moe", None), given.get("n_cpu_moe"))
     for keyword, value in given.items():
         if value is None:

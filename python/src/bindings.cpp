@@ -115,6 +115,8 @@ PYBIND11_MODULE(_core, m) {
       .def_readonly("risk", &Quality::risk)
       .def_readonly("evidence", &Quality::evidence);
 
+  py::class_<Launch>(m, "Launch").def_readonly("name", &Launch::name).def_readonly("text", &Launch::text);
+
   py::class_<Option>(m, "Option")
       .def_readonly("weights", &Option::weights)
       .def_readonly("ctx_size", &Option::ctx_size)
@@ -131,6 +133,8 @@ PYBIND11_MODULE(_core, m) {
       .def_readonly("warnings", &Option::warnings)
       .def_readonly("reason", &Option::reason)
       .def_readonly("launch", &Option::launch)
+      .def_readonly("launches", &Option::launches)
+      .def_readonly("max_concurrency", &Option::max_concurrency)
       .def("sum", &Option::sum, py::arg("what"), py::arg("pool") = std::string())
       .def("usage", &Option::usage, py::arg("pool"))
       .def("fits", &Option::fits);
@@ -138,6 +142,8 @@ PYBIND11_MODULE(_core, m) {
   py::class_<Resolved>(m, "Resolved")
       .def_readonly("engine", &Resolved::engine)
       .def_readonly("engine_build", &Resolved::engine_build)
+      .def_readonly("engine_id", &Resolved::engine_id)
+      .def_readonly("memory_fraction", &Resolved::memory_fraction)
       .def_readonly("backend", &Resolved::backend)
       .def_readonly("build", &Resolved::build)
       .def_readonly("backend_verified", &Resolved::backend_verified)
@@ -264,15 +270,32 @@ PYBIND11_MODULE(_core, m) {
       .def_readonly("ctx_target", &TaskProfile::ctx_target)
       .def_readonly("ctx_min", &TaskProfile::ctx_min);
 
+  py::class_<RuntimeCacheType>(m, "RuntimeCacheType")
+      .def_readonly("id", &RuntimeCacheType::id)
+      .def_readonly("k_bytes", &RuntimeCacheType::k_bytes)
+      .def_readonly("v_bytes", &RuntimeCacheType::v_bytes)
+      .def_readonly("offered", &RuntimeCacheType::offered);
+  py::class_<RuntimeProfile>(m, "RuntimeProfile")
+      .def_readonly("id", &RuntimeProfile::id)
+      .def_readonly("name", &RuntimeProfile::name)
+      .def_readonly("kind", &RuntimeProfile::kind)
+      .def_readonly("version", &RuntimeProfile::version)
+      .def_readonly("same_type_kv", &RuntimeProfile::same_type_kv)
+      .def_readonly("rules", &RuntimeProfile::rules)
+      .def_readonly("cache_types", &RuntimeProfile::cache_types)
+      .def_readonly("weight_formats", &RuntimeProfile::weight_formats);
+
   py::class_<Catalog>(m, "Catalog")
       .def_readonly("models", &Catalog::models)
       .def_readonly("gpus", &Catalog::gpus)
       .def_readonly("engines", &Catalog::engines)
+      .def_readonly("runtimes", &Catalog::runtimes)
       .def_readonly("weight_formats", &Catalog::weight_formats)
       .def_readonly("tasks", &Catalog::tasks)
       .def("model", &Catalog::model, py::arg("name"), py::arg("field") = "--model", py::return_value_policy::reference_internal)
       .def("gpu", &Catalog::gpu, py::arg("name"), py::arg("field") = "--gpu", py::return_value_policy::reference_internal)
-      .def("engine", &Catalog::engine, py::arg("id"), py::arg("field") = "--engine", py::return_value_policy::reference_internal);
+      .def("engine", &Catalog::engine, py::arg("id"), py::arg("field") = "--engine", py::return_value_policy::reference_internal)
+      .def("runtime", &Catalog::runtime, py::arg("name"), py::arg("field") = "--engine", py::return_value_policy::reference_internal);
 
   // ---------- functions ----------
   m.def("builtin_catalog", &builtin_catalog, py::return_value_policy::reference);

@@ -40,7 +40,7 @@ def test_plan_result_objects(mission: kvplan.Plan) -> None:
     assert rec.memory.total_high_bytes == first["pools"][0]["total_high_bytes"]
     assert rec.quality.expected_loss == first["quality"]["expected_loss"]
     assert rec.quality.risk == first["quality"]["risk"]
-    assert rec.launch == first["launch"]["llama.cpp"]
+    assert rec.launch == first["launch"]["llama-server"]
     assert [a.what for a in rec.allocations] == [a["what"] for a in first["allocations"]]
     assert list(mission.explanation) == d["explanation"]
     assert d["schema_version"] == kvplan.SCHEMA_VERSION
@@ -200,12 +200,13 @@ def test_catalog() -> None:
     assert {t.id for t in kvplan.tasks()} >= {"general", "agentic", "coding", "rag", "chat"}
     assert {"q8_0", "q4_0", "f16"} <= set(kvplan.cache_types())
     assert "Q4_K_M" in {f.id for f in kvplan.weight_formats()}
-    assert [e.id for e in kvplan.engines()] == ["llama.cpp"]
+    assert [e.id for e in kvplan.engines()] == ["llama.cpp", "exllamav2", "exllamav3", "mlx", "ollama", "sglang", "vllm"]
     with pytest.raises(kvplan.InputError) as raised:
         kvplan.gpu("rtx4091")
     assert raised.value.suggestion == "rtx4090"
+    assert kvplan.cache_types(engine="vllm") == ["auto", "fp8", "fp8_e5m2"]
     with pytest.raises(kvplan.InputError):
-        kvplan.cache_types(engine="vllm")
+        kvplan.cache_types(engine="vlm")
 
 
 def test_version() -> None:
@@ -218,3 +219,26 @@ def test_package_docstring_example() -> None:
     import doctest
     result = doctest.testmod(kvplan, verbose=False)
     assert result.attempted >= 2 and result.failed == 0
+
+
+def test_engines_plan_and_emit_like_the_cli() -> None:
+    """engine= restricts the plan to what the engine runs; launches carry every line the CLI's --emit prints."""
+    ollama = kvplan.plan(gpu="24GB", model="qwen2.5-coder-32b", task="agentic", engine="ollama")
+    rec = ollama.recommended
+    assert rec is not None and rec.cache_type_k == rec.cache_type_v
+    assert set(rec.launches) == {"ollama-env", "modelfile"}
+    assert rec.launch == rec.launches["ollama-env"] and rec.max_concurrency is None
+    first = json.loads(ollama.to_json())["options"][0]
+    assert first["launch"] == rec.launches
+    vllm = kvplan.plan(gpu="h100-sxm", model="qwen3-14b", engine="vllm", n_parallel=4, cache_type_k="fp8")
+    assert vllm.resolved.engine_id == "vllm" and vllm.resolved.memory_fraction == 0.92
+    best = vllm.recommended
+    assert best is not None and best.cache_type_v == "fp8"  # one dtype for K and V
+    assert best.max_concurrency is not None and best.max_concurrency >= 4
+    assert best.launches["vllm"].startswith("vllm serve Qwen/Qwen3-14B ")
+    with pytest.raises(kvplan.InputError, match="one cache type for K and V"):
+        kvplan.plan(gpu="24GB", model="qwen3-8b", engine="ollama", cache_type_k="q8_0", cache_type_v="q4_0")
+    with pytest.raises(kvplan.InputError, match="did you mean 'vllm'"):
+        kvplan.plan(gpu="24GB", model="qwen3-8b", engine="vlm")
+    assert kvplan.cache_types("exllamav2") == ["FP16", "Q8", "Q6", "Q4"]
+    assert kvplan.engine("tabbyapi").id == "exllamav3" and not kvplan.engine("exl3").same_type_kv

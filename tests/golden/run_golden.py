@@ -221,11 +221,11 @@ def feedback_check(kvplan: str, case: Case, tally: Tally) -> None:
         return
     launch = None
     try:
-        launch = first["options"][0]["launch"]["llama.cpp"]
+        launch = first["options"][0]["launch"]["llama-server"]
     except (KeyError, IndexError, TypeError):
         pass
     if not isinstance(launch, str):
-        tally.fail(what, "  first plan has no options[0].launch[\"llama.cpp\"]")
+        tally.fail(what, "  first plan has no options[0].launch[\"llama-server\"]")
         return
     # The launch line goes first: kvplan drops a leading 'llama-server' (a pasted command line).
     args = [*shlex.split(launch), "--gpu", first["request"]["gpu"], "--task", first["request"]["task"], "--json",

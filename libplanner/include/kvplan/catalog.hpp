@@ -207,6 +207,54 @@ struct WeightFormat {
   double bpw_llama31_8b = 0;
   double size_gib_llama31_8b = 0;
   bool offered = true;                // enumerated by default
+  // Formats of other engines (RuntimeProfile::weight_formats), sized from the parameter count:
+  double bpw = 0, head_bpw = 0, embed_bpw = 0;  // linear layers, output head, token embeddings
+  bool embed_on_host = false;                   // token embeddings in system RAM (ExLlama)
+  std::string quality_as, flag;                 // the GGUF format whose measured loss stands in; launch flag
+};
+
+// ---------- other engines (data/engines/<id>.yaml `runtime:`) ----------
+// What kvplan needs to plan for an engine other than llama.cpp: the cache types it accepts with their
+// storage per element, its weight formats, how it pages the cache and how it budgets memory.
+struct RuntimeCacheType {
+  std::string id;                 // as the engine spells it (--kv-cache-dtype fp8, cache_mode Q6, --kv-bits 4)
+  double k_bytes = 2, v_bytes = 2;  // storage per element, scales included
+  std::string prior_k, prior_v;   // data/priors/prior.yaml type ids for the K and V roles
+  bool offered = true;            // enumerated when nothing is pinned
+  std::string source;
+  bool quantized() const { return k_bytes < 2 || v_bytes < 2; }
+};
+
+struct MiBRange {
+  double typical = 0, high = 0;
+};
+
+struct RuntimeProfile {
+  std::string id, name, kind, version, source;  // kind: ollama | vllm | sglang | exllamav2 | exllamav3 | mlx
+  std::vector<std::string> aliases, backends, rules;
+  bool same_type_kv = true;       // one cache type for K and V
+  bool mix_unquantized = true;    // an unquantized side may pair with a quantized one
+  bool unified_kv = true;         // one pool for every sequence (false: a cache per slot)
+  int token_granularity = 1;      // the cache holds whole blocks/pages/steps of this many tokens
+  std::string sliding = "full";   // sliding layers: full | window_plus_batch (vLLM) | rotating (MLX)
+  bool quantized_sliding = true;  // a sliding layer's cache can be quantized
+  bool temp_fp16_layer = false;   // quantized cache: fp16 K and V of one layer as a temporary
+  double memory_fraction = 0;     // the engine's share of TOTAL device memory (0: everything)
+  bool fraction_covers_activations = true;  // false (SGLang): the fraction covers weights + KV only
+  std::string memory_fraction_source;
+  int activation_tokens = 0, activation_tokens_large = 0;  // the batch the activation peak is sized for
+  std::string activation_source;
+  MiBRange context, graphs;       // CUDA/PyTorch context; CUDA graphs
+  std::string overhead_source;
+  std::int64_t margin_mib = 0;
+  std::string margin_source;
+  std::vector<RuntimeCacheType> cache_types;
+  std::vector<WeightFormat> weight_formats;  // the engine's own formats (empty: GGUF, as llama.cpp)
+  const RuntimeCacheType* cache_type(const std::string& id) const {
+    for (const auto& t : cache_types)
+      if (t.id == id) return &t;
+    return nullptr;
+  }
 };
 
 // ---------- tasks ----------
@@ -290,6 +338,7 @@ struct Catalog {
   std::vector<EngineSpec> engines;
   std::vector<WeightFormat> weight_formats;
   std::vector<TaskProfile> tasks;
+  std::vector<RuntimeProfile> runtimes;  // engines other than llama.cpp
   PriorParams prior;
 
   // Lookups by id, alias or display name (case- and punctuation-insensitive). Throw InputError
@@ -300,6 +349,10 @@ struct Catalog {
   const WeightFormat& weight_format(const std::string& id, const std::string& field = "--weights") const;
   const TaskProfile& task(const std::string& id, const std::string& field = "--task") const;
   const ModelSpec* find_model(const std::string& name) const;
+  // An engine other than llama.cpp by id or alias; nullptr for llama.cpp itself. Throws InputError
+  // naming `field` for an unknown engine.
+  const RuntimeProfile* runtime(const std::string& name, const std::string& field = "--engine") const;
+  std::vector<std::string> engine_ids() const;  // llama.cpp first, then the runtimes
   const WeightFormat* find_weight_format(const std::string& id) const;
 };
 

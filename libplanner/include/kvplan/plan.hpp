@@ -106,6 +106,12 @@ struct Quality {
   std::vector<std::string> evidence;  // sentences naming the measurement and its source
 };
 
+// One line (or block) that starts the engine with an option: a command, environment, or config file.
+struct Launch {
+  std::string name;  // llama-server | llama-cli | ollama-env | modelfile | vllm | sglang | tabby-config | mlx-generate | mlx-server
+  std::string text;
+};
+
 struct Option {
   std::string weights;       // GGUF format id
   int ctx_size = 0;          // what -c gets (all slots together)
@@ -120,7 +126,9 @@ struct Option {
   std::vector<std::string> needs;     // e.g. "GGML_CUDA_FA_ALL_QUANTS build"
   std::vector<std::string> warnings;
   std::string reason;                 // one line
-  std::string launch;                 // llama-server command line
+  std::string launch;                 // the engine's main launch line (launches.front().text)
+  std::vector<Launch> launches;       // every line for this engine (--emit NAME prints one)
+  double max_concurrency = 0;         // pooled engines: full-length conversations the KV pool holds (0: n/a)
 
   Bytes sum(const std::string& what, const std::string& pool = {}) const;  // typical bytes of that kind (in one pool)
   const PoolUsage& usage(const std::string& pool) const;
@@ -130,6 +138,8 @@ struct Option {
 // What the engine will actually do with the request, whatever option is chosen.
 struct Resolved {
   std::string engine, engine_build, backend, build;
+  std::string engine_id = "llama.cpp";  // --engine as resolved (llama.cpp, ollama, vllm, sglang, exllamav2, exllamav3, mlx)
+  double memory_fraction = 0;           // vLLM --gpu-memory-utilization / SGLang --mem-fraction-static (0: n/a)
   bool backend_verified = true;
   int n_parallel = 1;
   bool kv_unified = false;
@@ -160,7 +170,7 @@ struct Plan {
 Plan plan(const Catalog& catalog, const Request& request);
 
 // The whole plan as the JSON contract of schema/plan.schema.json.
-inline constexpr int kSchemaVersion = 2;  // 2: options[].pools[] gained allocations_bytes, allocations_high_bytes; total includes overhead
+inline constexpr int kSchemaVersion = 3;  // 3: launch keyed by line name (llama-server, llama-cli, vllm, …), max_concurrency, resolved.engine_id/memory_fraction
 std::string to_json(const Plan& plan, int indent = 2);
 
 // A model (catalog entry or file) as JSON: what kvplan knows of it (`kvplan inspect --json`).

@@ -72,6 +72,24 @@ const ModelSpec& Catalog::model(const std::string& name, const std::string& fiel
 const GpuSpec& Catalog::gpu(const std::string& name, const std::string& field) const {
   return lookup(gpus, name, field, "GPU (see `kvplan gpus`, or give a size such as 24GB)", gpu_names);
 }
+const RuntimeProfile* Catalog::runtime(const std::string& name, const std::string& field) const {
+  auto names = [](const RuntimeProfile& e) {
+    std::vector<std::string> n = {e.id, e.name};
+    n.insert(n.end(), e.aliases.begin(), e.aliases.end());
+    return n;
+  };
+  if (find_by_name(engines, name, [](const EngineSpec& e) { return std::vector<std::string>{e.id, "llama-server", "llama-cli"}; }))
+    return nullptr;
+  if (const RuntimeProfile* found = find_by_name(runtimes, name, names)) return found;
+  const auto ids = engine_ids();
+  throw InputError(field, name, "unknown engine (see `kvplan engines`)", ids, closest_match(name, ids));
+}
+std::vector<std::string> Catalog::engine_ids() const {
+  std::vector<std::string> ids;
+  for (const auto& e : engines) ids.push_back(e.id);
+  for (const auto& e : runtimes) ids.push_back(e.id);
+  return ids;
+}
 const EngineSpec& Catalog::engine(const std::string& id, const std::string& field) const {
   return lookup(engines, id, field, "engine", [](const EngineSpec& e) { return id_only(e); });
 }

@@ -61,7 +61,7 @@ void add_document(Sources& sources, const std::string& text, const std::string& 
     if (name == "models" || name == "gpus" || name == "formats" || name == "tasks") {
       if (!value.IsSequence()) throw InputError(where(file, value), name, "must be a list");
       for (const auto& item : value) merge_entry(sources.collections[name], item, file, name);
-    } else if (name == "engine" || name == "prior") {
+    } else if (name == "engine" || name == "prior" || name == "runtime") {
       YAML::Node node = value;
       if (name == "prior" && !node["id"]) node["id"] = "default";
       merge_entry(sources.collections[name], node, file, name);
@@ -72,7 +72,7 @@ void add_document(Sources& sources, const std::string& text, const std::string& 
       // file-level provenance, documentation only
     } else {
       throw InputError(where(file, kv.first), name, "unknown top-level key",
-                       {"models", "gpus", "engine", "formats", "tasks", "prior", "quant_fallback", "source"});
+                       {"models", "gpus", "engine", "runtime", "formats", "tasks", "prior", "quant_fallback", "source"});
     }
   }
 }
@@ -497,6 +497,90 @@ PriorParams read_prior(const Reader& r) {
   return p;
 }
 
+MiBRange read_mib_range(const Reader& r, const std::string& key) {
+  MiBRange m;
+  if (const auto* n = r.node(key)) {
+    m.typical = sub<double>(r, *n, key, "typical");
+    m.high = sub<double>(r, *n, key, "high");
+    if (m.typical < 0 || m.high < m.typical)
+      throw InputError(r.location(key), YAML::Dump(*n), "'" + key + "' needs 0 <= typical <= high");
+  }
+  return m;
+}
+
+// An engine other than llama.cpp (data/engines/<id>.yaml `runtime:`); docs/engines.md has the model.
+RuntimeProfile read_runtime(const Reader& r) {
+  RuntimeProfile e;
+  e.id = r.id();
+  e.name = r.get<std::string>("name");
+  e.kind = r.get<std::string>("kind");
+  static const std::vector<std::string> kinds = {"ollama", "vllm", "sglang", "exllamav2", "exllamav3", "mlx"};
+  if (std::find(kinds.begin(), kinds.end(), e.kind) == kinds.end())
+    throw InputError(r.location("kind"), e.kind, "unknown engine kind", kinds, closest_match(e.kind, kinds));
+  e.version = r.get<std::string>("version");
+  e.source = r.get<std::string>("source");
+  e.aliases = r.get<std::vector<std::string>>("aliases", {});
+  e.backends = r.get<std::vector<std::string>>("backends");
+  e.rules = r.get<std::vector<std::string>>("rules", {});
+  e.same_type_kv = r.get<bool>("same_type_kv", true);
+  e.mix_unquantized = r.get<bool>("mix_unquantized", true);
+  e.unified_kv = r.get<bool>("unified_kv", true);
+  e.token_granularity = r.get<int>("token_granularity", 1);
+  require_positive(r, "token_granularity", e.token_granularity);
+  e.sliding = r.get<std::string>("sliding", "full");
+  static const std::vector<std::string> slidings = {"full", "window_plus_batch", "rotating"};
+  if (std::find(slidings.begin(), slidings.end(), e.sliding) == slidings.end())
+    throw InputError(r.location("sliding"), e.sliding, "unknown sliding-window sizing", slidings, closest_match(e.sliding, slidings));
+  e.quantized_sliding = r.get<bool>("quantized_sliding", true);
+  e.temp_fp16_layer = r.get<bool>("temp_fp16_layer", false);
+  e.memory_fraction = r.get<double>("memory_fraction", 0);
+  if (e.memory_fraction < 0 || e.memory_fraction > 1)
+    throw InputError(r.location("memory_fraction"), std::to_string(e.memory_fraction), "must be between 0 and 1");
+  e.fraction_covers_activations = r.get<bool>("fraction_covers_activations", true);
+  e.memory_fraction_source = r.get<std::string>("memory_fraction_source", "");
+  e.activation_tokens = r.get<int>("activation_tokens", 0);
+  e.activation_tokens_large = r.get<int>("activation_tokens_large", e.activation_tokens);
+  e.activation_source = r.get<std::string>("activation_source", "");
+  e.context = read_mib_range(r, "context_mib");
+  e.graphs = read_mib_range(r, "graphs_mib");
+  e.overhead_source = r.get<std::string>("overhead_source", "");
+  e.margin_mib = r.get<std::int64_t>("margin_mib", 0);
+  e.margin_source = r.get<std::string>("margin_source", "");
+  const auto* types = r.node("cache_types");
+  if (!types || !types->IsSequence() || types->size() == 0)
+    throw InputError(r.location(), e.id, "engine lists no cache types ('cache_types')");
+  for (const auto& t : *types) {
+    require_keys(r, t, "cache_types", {"id", "k_bytes", "v_bytes", "prior_k", "prior_v", "offered", "source"});
+    RuntimeCacheType c;
+    c.id = sub<std::string>(r, t, "cache_types", "id");
+    c.k_bytes = t["k_bytes"] ? t["k_bytes"].as<double>() : 2;
+    c.v_bytes = t["v_bytes"] ? t["v_bytes"].as<double>() : 2;
+    if (c.k_bytes <= 0 || c.v_bytes <= 0) throw InputError(r.location("cache_types", t), c.id, "cache type sizes must be positive");
+    c.prior_k = sub<std::string>(r, t, "cache_types", "prior_k");
+    c.prior_v = sub<std::string>(r, t, "cache_types", "prior_v");
+    c.offered = t["offered"] ? t["offered"].as<bool>() : true;
+    c.source = sub<std::string>(r, t, "cache_types", "source");
+    e.cache_types.push_back(c);
+  }
+  if (const auto* ws = r.node("weights")) {
+    for (const auto& w : *ws) {
+      require_keys(r, w, "weights", {"id", "bpw", "head_bpw", "embed_bpw", "embed_on_host", "quality_as", "flag", "source"});
+      WeightFormat f;
+      f.id = sub<std::string>(r, w, "weights", "id");
+      f.bpw = sub<double>(r, w, "weights", "bpw");
+      f.head_bpw = w["head_bpw"] ? w["head_bpw"].as<double>() : f.bpw;
+      f.embed_bpw = w["embed_bpw"] ? w["embed_bpw"].as<double>() : f.bpw;
+      if (f.bpw <= 0 || f.head_bpw <= 0 || f.embed_bpw <= 0) throw InputError(r.location("weights", w), f.id, "bits per weight must be positive");
+      f.embed_on_host = w["embed_on_host"] ? w["embed_on_host"].as<bool>() : false;
+      f.quality_as = sub<std::string>(r, w, "weights", "quality_as");
+      f.flag = w["flag"] ? w["flag"].as<std::string>() : "";
+      f.source = sub<std::string>(r, w, "weights", "source");
+      e.weight_formats.push_back(f);
+    }
+  }
+  return e;
+}
+
 template <typename T, typename F>
 std::vector<T> read_all(const Sources& s, const std::string& collection, F read) {
   std::vector<T> out;
@@ -510,7 +594,12 @@ std::vector<T> read_all(const Sources& s, const std::string& collection, F read)
       {"gpus", {"id", "name", "aliases", "vendor", "backend", "memory", "total_mib", "total_source", "working_set_mib",
                 "compute_capability", "arch", "bandwidth_gbs", "source", "note"}},
       {"tasks", {"id", "name", "aliases", "ctx_target", "ctx_min", "metric", "strictness", "summary", "source", "note"}},
-      {"prior", prior_keys()}};
+      {"prior", prior_keys()},
+      {"runtime", {"id", "name", "kind", "aliases", "version", "source", "backends", "rules", "same_type_kv", "mix_unquantized",
+                   "unified_kv", "token_granularity", "sliding", "quantized_sliding", "temp_fp16_layer", "memory_fraction",
+                   "fraction_covers_activations", "memory_fraction_source", "activation_tokens", "activation_tokens_large",
+                   "activation_source", "context_mib", "graphs_mib", "overhead_source", "margin_mib", "margin_source",
+                   "cache_types", "weights"}}};
   for (const auto& e : it->second) {
     if (auto k = known_keys.find(collection); k != known_keys.end()) require_known_keys(e, collection, k->second);
     out.push_back(read(Reader(e, collection)));
@@ -568,11 +657,26 @@ Catalog load_catalog(const std::vector<std::string>& extra_dirs) {
   c.engines = read_all<EngineSpec>(sources, "engine", read_engine);
   c.weight_formats = read_all<WeightFormat>(sources, "formats", read_format);
   c.tasks = read_all<TaskProfile>(sources, "tasks", read_task);
+  c.runtimes = read_all<RuntimeProfile>(sources, "runtime", read_runtime);
   auto priors = read_all<PriorParams>(sources, "prior", read_prior);
   if (priors.empty()) throw InputError("data", "prior", "no quality prior in the catalog");
   c.prior = priors.front();
   for (auto& e : c.engines)
     for (const auto& [from, to] : sources.quant_fallback) e.quant_fallback[from] = to.first.as<std::string>();
+  // Engine formats borrow the measured loss of a GGUF format; cache types name prior types.
+  for (auto& rt : c.runtimes) {
+    for (auto& f : rt.weight_formats) {
+      const WeightFormat* like = c.find_weight_format(f.quality_as);
+      if (!like) throw InputError("data/engines/" + rt.id + ".yaml", f.quality_as, "weights '" + f.id + "' quality_as names no GGUF format");
+      f.rel_loss = like->rel_loss;
+      f.rel_loss_estimate = true;
+      f.quality_source = "quality of " + like->id + " (nearest GGUF format; " + like->quality_source + ")";
+    }
+    for (const auto& t : rt.cache_types)
+      for (const auto* p : {&t.prior_k, &t.prior_v})
+        if (std::none_of(c.prior.types.begin(), c.prior.types.end(), [&](const TypeSensitivity& x) { return x.type == *p; }))
+          throw InputError("data/engines/" + rt.id + ".yaml", *p, "cache type '" + t.id + "' names no prior type");
+  }
   check_unique_names(c);
   return c;
 }

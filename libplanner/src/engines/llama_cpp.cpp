@@ -90,4 +90,17 @@ std::string launch_line(const ModelSpec& model, const Option& o, const Resolved&
   return line;
 }
 
+std::vector<Launch> launch_lines(const ModelSpec& model, const Option& o, const Resolved& r, int default_ubatch, int default_batch) {
+  Option one = o;
+  one.ctx_size = o.ctx_per_slot;
+  Resolved single = r;
+  single.n_parallel = 1;
+  single.kv_unified = false;
+  std::string cli = launch_line(model, one, single, default_ubatch, default_batch);
+  const std::string server = "llama-server", slots = " -np 1";
+  cli.replace(0, server.size(), "llama-cli");
+  if (const auto at = cli.find(slots); at != std::string::npos) cli.erase(at, slots.size());
+  return {{"llama-server", launch_line(model, o, r, default_ubatch, default_batch)}, {"llama-cli", cli}};
+}
+
 }  // namespace kvplan::engines

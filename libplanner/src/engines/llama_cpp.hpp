@@ -26,6 +26,11 @@ PairCheck check_pair(const EngineSpec& engine, const BackendSpec& backend, const
 std::string launch_line(const ModelSpec& model, const Option& option, const Resolved& resolved, int default_ubatch,
                         int default_batch);
 
+// Both lines for an option: llama-server (the main one) and llama-cli (one conversation of the
+// per-slot context: llama-cli has no slots).
+std::vector<Launch> launch_lines(const ModelSpec& model, const Option& option, const Resolved& resolved, int default_ubatch,
+                                 int default_batch);
+
 // The GGUF file name kvplan writes in launch lines, and its inverse for pasted command lines.
 std::string gguf_file_name(const ModelSpec& model, const std::string& weights);
 

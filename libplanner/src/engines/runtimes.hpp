@@ -1,0 +1,45 @@
+// Engines other than llama.cpp (vLLM, SGLang, ExLlamaV2/V3, MLX; Ollama runs llama.cpp's memory model):
+// their memory rules, one function per allocation kind, and their launch lines. The rules are data in
+// data/engines/<id>.yaml; docs/engines.md states each formula with its source.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "kvplan/catalog.hpp"
+#include "kvplan/memory.hpp"
+#include "kvplan/plan.hpp"
+
+namespace kvplan::engines {
+
+// One sequence's cache in an engine: tokens held per layer kind, from its paging rules.
+//   vLLM full: cdiv(len, block)·block; sliding: (cdiv(min(window − 1 + max_num_batched_tokens, len), block) + 1)·block
+//     (vllm/v1/kv_cache_interface.py FullAttentionSpec / SlidingWindowSpec max_memory_usage_bytes)
+//   SGLang: len (page 1; profile_max_num_token has no window term)
+//   ExLlamaV2/V3: PAD(len, 256) (PAGED_PAGE_SIZE / PAGE_SIZE)
+//   MLX: PAD(len, 256) (KVCache.step); sliding: min(PAD(len, 256), window) (RotatingKVCache max_size)
+struct RuntimeTokens {
+  std::int64_t full = 0, sliding = 0;
+};
+RuntimeTokens runtime_tokens(const RuntimeProfile& rt, const ModelSpec& model, int len, int activation_tokens);
+
+// KV bytes for `sequences` conversations of `len` tokens: per layer width · tokens · bytes per element
+// (K and V separately; an MLA layer caches its 576-wide latent once, no V); recurrent layers keep
+// their conv state in the model dtype and the SSM state in f32 per sequence.
+KvCacheBytes runtime_kv_bytes(const RuntimeProfile& rt, const ModelSpec& model, const EngineSpec& arch_rules,
+                              const RuntimeCacheType& type_k, const RuntimeCacheType& type_v, int len, int sequences,
+                              int activation_tokens);
+
+// Weights from the parameter count: linear layers at the format's bits per weight, the output head
+// and the token embeddings at theirs (embeddings in RAM where the engine keeps them there).
+WeightBytes runtime_weight_bytes(const ModelSpec& model, const WeightFormat& format, double rel_error);
+
+// The activation peak of a forward pass over `tokens` tokens in bf16 (the FFN's gate and up rows, the
+// query rows and four n_embd rows) plus f32 logits and probabilities for `sequences` rows: an
+// estimate (vLLM profiles it with a dummy batch of max_num_batched_tokens).
+Figure runtime_activation_bytes(const ModelSpec& model, int tokens, int sequences);
+
+// The lines an engine is started with, by name ("vllm", "ollama-env", "modelfile", "tabby-config", …).
+std::vector<Launch> runtime_launches(const RuntimeProfile& rt, const ModelSpec& model, const Option& option,
+                                     const Resolved& resolved);
+
+}  // namespace kvplan::engines

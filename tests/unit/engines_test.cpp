@@ -1,0 +1,264 @@
+// Engines other than llama.cpp: KV bytes against the per-token figures each engine's documented formula
+// gives (research formulas.md §3–§5 and the §7 worked examples), weights from the parameter count,
+// refusals, and launch lines checked verbatim. Every expected number is worked out by hand here.
+#include <catch2/catch.hpp>
+
+#include "engines/runtimes.hpp"
+#include "helpers.hpp"
+
+using namespace kvplan;
+
+namespace {
+const RuntimeProfile& runtime(const char* id) { return *kvtest::catalog().runtime(id); }
+const RuntimeCacheType& ctype(const RuntimeProfile& rt, const char* id) { return *rt.cache_type(id); }
+const ModelSpec& model(const char* id) { return kvtest::catalog().model(id); }
+
+// Total KV bytes (K + V + sliding + state) for `seqs` sequences of `len` tokens.
+Bytes kv(const char* engine, const char* model_id, const char* k, const char* v, int len, int seqs = 1, int batch = 2048) {
+  const RuntimeProfile& rt = runtime(engine);
+  const KvCacheBytes b = engines::runtime_kv_bytes(rt, model(model_id), kvtest::engine(), ctype(rt, k), ctype(rt, v), len, seqs, batch);
+  return b.k.bytes + b.v.bytes + b.swa_k.bytes + b.swa_v.bytes + b.state.bytes;
+}
+
+// Qwen2.5-Coder-32B: 64 layers, 8 KV heads × 128 = 1024 K and 1024 V elements per token and layer.
+constexpr Bytes kQwenPerToken = 64LL * 2 * 1024;  // elements per token, K and V
+constexpr int kCtx = 32768;
+constexpr Bytes KiB = 1024;
+
+Request ask(const char* engine, const char* gpu = "24GB", const char* model_id = "qwen2.5-coder-32b") {
+  Request r;
+  r.gpu = gpu;
+  r.model = model_id;
+  r.task = "agentic";
+  r.engine = engine;
+  return r;
+}
+}  // namespace
+
+TEST_CASE("engine catalog: every runtime loads, with sources and prior types") {
+  const auto& c = kvtest::catalog();
+  for (const char* id : {"ollama", "vllm", "sglang", "exllamav2", "exllamav3", "mlx"}) {
+    const RuntimeProfile* rt = c.runtime(id);
+    REQUIRE(rt != nullptr);
+    CHECK_FALSE(rt->source.empty());
+    CHECK_FALSE(rt->rules.empty());
+    for (const auto& t : rt->cache_types) CHECK_FALSE(t.source.empty());
+    for (const auto& f : rt->weight_formats) CHECK_FALSE(f.source.empty());
+  }
+  CHECK(c.runtime("llama.cpp") == nullptr);
+  CHECK(c.runtime("tabbyapi")->id == "exllamav3");
+  CHECK(c.runtime("mlx-lm")->id == "mlx");
+  CHECK_THROWS_WITH(c.runtime("vlm"), Catch::Contains("did you mean 'vllm'"));
+}
+
+TEST_CASE("vLLM KV: FullAttentionSpec page bytes, one dtype for K and V (formulas.md §3, §7.1)") {
+  // bf16: 256 KiB per token; fp8: 128 KiB (formulas.md §7.1 "vLLM bf16 256 KiB, vLLM fp8 128 KiB").
+  CHECK(kv("vllm", "qwen2.5-coder-32b", "auto", "auto", kCtx) == 256 * KiB * kCtx);
+  CHECK(kv("vllm", "qwen2.5-coder-32b", "fp8", "fp8", kCtx) == 128 * KiB * kCtx);
+  CHECK(kv("vllm", "qwen2.5-coder-32b", "fp8_e5m2", "fp8_e5m2", kCtx, 4) == 4 * 128 * KiB * kCtx);
+  // Blocks of 16 tokens: 1000 tokens hold cdiv(1000, 16) = 63 blocks = 1008 tokens.
+  CHECK(kv("vllm", "qwen2.5-coder-32b", "auto", "auto", 1000) == 1008 * 256 * KiB);
+}
+
+TEST_CASE("vLLM KV: sliding-window layers keep window - 1 + max_num_batched_tokens tokens (SlidingWindowSpec)") {
+  // Gemma 3 27B: 10 full layers and 52 sliding (window 1024), 16 KV heads × 128 = 2048 elements.
+  // Sliding: (cdiv(min(1024 - 1 + 2048, 32768), 16) + 1) × 16 = (192 + 1) × 16 = 3088 tokens.
+  const Bytes full = 10LL * kCtx * 2048 * 2 * 2;
+  const Bytes sliding = 52LL * 3088 * 2048 * 2 * 2;
+  CHECK(kv("vllm", "gemma-3-27b", "auto", "auto", kCtx) == full + sliding);
+  // With max_num_batched_tokens 8192 (H100-class defaults): (cdiv(9215, 16) + 1) × 16 = 9232.
+  CHECK(kv("vllm", "gemma-3-27b", "auto", "auto", kCtx, 1, 8192) == full + 52LL * 9232 * 2048 * 2 * 2);
+}
+
+TEST_CASE("vLLM KV: MLA caches 576 elements per token and layer, no V (MLAAttentionSpec, formulas.md §7.4)") {
+  // DeepSeek-V2-Lite, 27 layers: 1152 B per token and layer in bf16 = 972 MiB at 32k.
+  CHECK(kv("vllm", "deepseek-v2-lite", "auto", "auto", kCtx) == 27LL * kCtx * 1152);
+  CHECK(kvtest::mib(kv("vllm", "deepseek-v2-lite", "auto", "auto", kCtx)) == Approx(972.0));
+}
+
+TEST_CASE("SGLang KV: cell_size × tokens (profile_max_num_token, formulas.md §5, §7.1)") {
+  CHECK(kv("sglang", "qwen2.5-coder-32b", "fp8_e4m3", "fp8_e4m3", kCtx) == 128 * KiB * kCtx);
+  CHECK(kv("sglang", "qwen2.5-coder-32b", "fp4_e2m1", "fp4_e2m1", kCtx) == 72 * KiB * kCtx);
+  CHECK(kv("sglang", "qwen2.5-coder-32b", "auto", "auto", 1000) == 1000 * 256 * KiB);  // page size 1
+}
+
+TEST_CASE("ExLlamaV2 KV: FP16/Q8/Q6/Q4 storage with fp16 scales per 32, pages of 256 (formulas.md §4, §7.1)") {
+  // §7.1: EXL2 FP16 256, Q8 136, Q6 104, Q4 72 KiB per token.
+  CHECK(kv("exllamav2", "qwen2.5-coder-32b", "FP16", "FP16", kCtx) == 256 * KiB * kCtx);
+  CHECK(kv("exllamav2", "qwen2.5-coder-32b", "Q8", "Q8", kCtx) == 136 * KiB * kCtx);
+  CHECK(kv("exllamav2", "qwen2.5-coder-32b", "Q6", "Q6", kCtx) == 104 * KiB * kCtx);
+  CHECK(kv("exllamav2", "qwen2.5-coder-32b", "Q4", "Q4", kCtx) == 72 * KiB * kCtx);
+  CHECK(kv("exllamav2", "qwen2.5-coder-32b", "FP16", "FP16", 1000) == 1024 * 256 * KiB);  // PAGED_PAGE_SIZE 256
+}
+
+TEST_CASE("ExLlamaV3 KV: k_bits and v_bits separately (CacheLayer_quant, formulas.md §4, §7.1)") {
+  // §7.1: EXL3 k4v4 72, k6v6 104, k8v8 136 KiB per token; k8v4 = 1024 × 64 × (1.0625 + 0.5625) B = 104 KiB.
+  CHECK(kv("exllamav3", "qwen2.5-coder-32b", "4", "4", kCtx) == 72 * KiB * kCtx);
+  CHECK(kv("exllamav3", "qwen2.5-coder-32b", "6", "6", kCtx) == 104 * KiB * kCtx);
+  CHECK(kv("exllamav3", "qwen2.5-coder-32b", "8", "8", kCtx) == 136 * KiB * kCtx);
+  CHECK(kv("exllamav3", "qwen2.5-coder-32b", "8", "4", kCtx) == 104 * KiB * kCtx);
+}
+
+TEST_CASE("MLX KV: 256-token steps; bits/8 + scale and bias per 64 (mlx_lm cache.py, formulas.md §5, §7.1)") {
+  CHECK(kv("mlx", "qwen2.5-coder-32b", "8", "8", kCtx) == 136 * KiB * kCtx);
+  CHECK(kv("mlx", "qwen2.5-coder-32b", "4", "4", kCtx) == 72 * KiB * kCtx);
+  CHECK(kv("mlx", "qwen2.5-coder-32b", "fp16", "fp16", 1000) == 1024 * 256 * KiB);
+  // Gemma 3 27B sliding layers: a rotating cache of the window (1024), not of the context.
+  CHECK(kv("mlx", "gemma-3-27b", "fp16", "fp16", kCtx) == 10LL * kCtx * 2048 * 4 + 52LL * 1024 * 2048 * 4);
+}
+
+TEST_CASE("weights from the parameter count: linear, head and embeddings at their own bits") {
+  const ModelSpec& m = model("qwen2.5-coder-32b");  // 32,763,876,352 params, untied, vocab 152064 × 5120
+  const double embed = 152064.0 * 5120;
+  const double linear = 32763876352.0 - 2 * embed;
+  const auto bytes = [&](const char* engine, const char* format) {
+    for (const auto& f : runtime(engine).weight_formats)
+      if (f.id == format) return engines::runtime_weight_bytes(m, f, 0.05);
+    FAIL("no format");
+    return WeightBytes{};
+  };
+  CHECK(bytes("vllm", "bf16").device.bytes == 32763876352LL * 2);
+  CHECK(static_cast<double>(bytes("vllm", "awq").device.bytes) == Approx(linear * 4.156 / 8 + 2 * embed * 2).epsilon(1e-9));
+  // EXL2: token embeddings fp16 in system RAM, lm_head at 6 bits on the GPU.
+  const WeightBytes exl2 = bytes("exllamav2", "4.0bpw");
+  CHECK(exl2.host.bytes == 152064LL * 5120 * 2);
+  CHECK(static_cast<double>(exl2.device.bytes) == Approx(linear * 4.0 / 8 + embed * 6 / 8).epsilon(1e-9));
+  CHECK(exl2.device.high > exl2.device.bytes);  // an estimate with an upper bound
+  CHECK(bytes("mlx", "4bit").device.bytes == std::llround(32763876352.0 * 4.5 / 8));
+}
+
+TEST_CASE("Ollama: llama.cpp's memory, one cache type, per-slot num_ctx, env and Modelfile lines") {
+  Request r = ask("ollama", "rtx5090");
+  r.ctx_size = 32768;
+  r.cache_type_k = "q8_0";  // one type: V follows
+  r.weights = "Q4_K_M";
+  const Plan p = plan(kvtest::catalog(), r);
+  REQUIRE(p.fits());
+  const Option& o = *p.recommended();
+  CHECK(o.cache_type_v == "q8_0");
+  CHECK(kvtest::mib(o.sum("k_cache") + o.sum("v_cache")) == Approx(4352.0));  // formulas.md §7.1
+  REQUIRE(o.launches.size() == 2);
+  CHECK(o.launches[0].name == "ollama-env");
+  CHECK(o.launches[0].text ==
+        "OLLAMA_FLASH_ATTENTION=1 OLLAMA_KV_CACHE_TYPE=q8_0 OLLAMA_NUM_PARALLEL=1 OLLAMA_CONTEXT_LENGTH=32768 ollama serve");
+  CHECK(o.launches[1].text == "FROM ./Qwen2.5-Coder-32B-Instruct-Q4_K_M.gguf\nPARAMETER num_ctx 32768");
+  CHECK(p.pools.front().margin == 1024LL << 20);  // llama-server --fit target
+  // Two slots: -c is num_ctx × 2 with a stream each; num_ctx stays per conversation.
+  r.n_parallel = 2;
+  r.ctx_size = 32768;
+  const Plan two = plan(kvtest::catalog(), r);
+  REQUIRE(!two.options.empty());
+  CHECK(two.options.front().ctx_per_slot == 16384);
+  CHECK(two.options.front().launches[1].text.find("PARAMETER num_ctx 16384") != std::string::npos);
+}
+
+TEST_CASE("engine refusals: what each engine will not run exits 2 with the reason") {
+  const auto& c = kvtest::catalog();
+  Request r = ask("ollama");
+  r.cache_type_k = "q8_0";
+  r.cache_type_v = "q4_0";
+  CHECK_THROWS_WITH(plan(c, r), Catch::Contains("Ollama has one cache type for K and V") && Catch::Contains("q8_0/q8_0"));
+  r = ask("ollama");
+  r.kv_unified = true;
+  CHECK_THROWS_WITH(plan(c, r), Catch::Contains("never --kv-unified"));
+  r = ask("vllm");
+  r.cache_type_k = "q4_0";
+  CHECK_THROWS_WITH(plan(c, r), Catch::Contains("unknown cache type for vLLM") && Catch::Contains("fp8"));
+  r = ask("vllm");
+  r.n_gpu_layers = 20;
+  CHECK_THROWS_WITH(plan(c, r), Catch::Contains("--n-gpu-layers") && Catch::Contains("vLLM"));
+  r = ask("vllm");
+  r.weights = "Q4_K_M";
+  CHECK_THROWS_WITH(plan(c, r), Catch::Contains("not a weight format of vLLM") && Catch::Contains("awq"));
+  r = ask("exllamav3");
+  r.cache_type_k = "FP16";
+  r.cache_type_v = "4";
+  CHECK_THROWS_WITH(plan(c, r), Catch::Contains("FP16 for both K and V or quantized for both"));
+  r = ask("mlx", "rtx4090");
+  CHECK_THROWS_WITH(plan(c, r), Catch::Contains("does not run on the CUDA backend"));
+  r = ask("mlx", "m4max-128gb", "gemma-3-27b");
+  r.cache_type_k = "8";
+  CHECK_THROWS_WITH(plan(c, r), Catch::Contains("rotating cache, which cannot be quantized"));
+  r = ask("vllm", "m4max-128gb");
+  CHECK_THROWS_WITH(plan(c, r), Catch::Contains("vLLM does not run on the Metal backend"));
+}
+
+TEST_CASE("engine plans: budgets, concurrency and launch lines verbatim") {
+  const auto& c = kvtest::catalog();
+  // vLLM on an H100: 0.92 of TOTAL memory; pinned everything gives one line to compare.
+  Request r = ask("vllm", "h100-sxm", "qwen3-14b");
+  r.ctx_size = 32768;
+  r.cache_type_k = "fp8";
+  r.weights = "bf16";
+  r.n_parallel = 4;
+  const Plan v = plan(c, r);
+  REQUIRE(v.fits());
+  const Option& o = *v.recommended();
+  CHECK(o.launch ==
+        "vllm serve Qwen/Qwen3-14B --max-model-len 32768 --max-num-seqs 4 --kv-cache-dtype fp8 --gpu-memory-utilization 0.92");
+  // Qwen3-14B: 40 layers × 8 KV heads × 128 × (K + V) × 1 B = 80 KiB per token in fp8.
+  CHECK(o.sum("k_cache") + o.sum("v_cache") == 4LL * 80 * KiB * 32768);
+  const Pool& dev = v.pools.front();
+  CHECK(dev.reserve == std::llround(static_cast<double>(dev.capacity) * 0.08));
+  // Concurrency: the KV counted plus the headroom, over one conversation's KV.
+  const double per = 80.0 * KiB * 32768;
+  CHECK(o.max_concurrency == Approx((4 * per + static_cast<double>(o.pools.front().headroom)) / per));
+  CHECK(o.max_concurrency >= 4);
+  CHECK(o.sum("cuda_graphs") > 0);
+
+  r = ask("sglang", "h100-sxm");
+  r.ctx_size = 16384;
+  r.cache_type_k = "fp8_e4m3";
+  r.weights = "awq";
+  const Plan s = plan(c, r);
+  REQUIRE(s.fits());
+  CHECK(s.recommended()->launch ==
+        "python -m sglang.launch_server --model-path Qwen2.5-Coder-32B-Instruct-AWQ --context-length 16384 --max-running-requests 1 "
+        "--kv-cache-dtype fp8_e4m3 --mem-fraction-static 0.85 --quantization awq");
+  CHECK(s.recommended()->sum("compute") == 0);  // activations live outside --mem-fraction-static
+
+  r = ask("exllamav3", "rtx4090");
+  r.ctx_size = 32768;
+  r.cache_type_k = "8";
+  r.cache_type_v = "4";
+  r.weights = "4.0bpw";
+  r.n_parallel = 2;
+  const Plan x = plan(c, r);
+  REQUIRE(!x.options.empty());
+  CHECK(x.options.front().launch ==
+        "model:\n  model_name: Qwen2.5-Coder-32B-Instruct-exl3-4.0bpw\n  max_seq_len: 32768\n  cache_size: 65536\n"
+        "  cache_mode: \"8,4\"\n  chunk_size: 2048\n  max_batch_size: 2");
+
+  r = ask("exllamav2", "rtx4090");
+  r.ctx_size = 32768;
+  r.cache_type_k = "Q6";
+  r.weights = "4.0bpw";
+  const Plan x2 = plan(c, r);
+  REQUIRE(!x2.options.empty());
+  // The fp16 temporary of one layer: 2 × 32768 × 1024 × 2 B = 128 MiB (formulas.md §7.1).
+  CHECK(x2.options.front().sum("cache_temp") == 128LL << 20);
+  CHECK(x2.options.front().launch.find("cache_mode: Q6") != std::string::npos);
+
+  r = ask("mlx", "m4max-128gb", "qwen3-14b");
+  r.cache_type_k = "4";
+  r.weights = "4bit";
+  r.ctx_size = 32768;
+  const Plan mx = plan(c, r);
+  REQUIRE(mx.fits());
+  REQUIRE(mx.recommended()->launches.size() == 1);  // mlx_lm.server cannot quantize the cache
+  CHECK(mx.recommended()->launch ==
+        "mlx_lm.generate --model mlx-community/Qwen3-14B-4bit --kv-bits 4 --kv-group-size 64 --quantized-kv-start 0 --prompt -");
+  CHECK(mx.pools.size() == 1);  // unified memory
+}
+
+TEST_CASE("ranking under other engines keeps K precise: never a 4-bit K when an 8-bit one fits") {
+  for (const char* e : {"ollama", "vllm", "sglang", "exllamav2", "exllamav3"}) {
+    const Plan p = plan(kvtest::catalog(), ask(e, "rtx4090"));
+    INFO(e);
+    REQUIRE(!p.options.empty());
+    const Option& best = p.options.front();
+    CHECK(best.cache_type_k != "q4_0");
+    CHECK(best.cache_type_k != "Q4");
+    CHECK(best.cache_type_k != "4");
+  }
+}
