@@ -56,7 +56,9 @@ int run(int argc, char** argv) {
   app.add_option("--cache-type-k,--ctk", ctk, "pin the K cache type (llama.cpp -ctk)");
   app.add_option("--cache-type-v,--ctv", ctv, "pin the V cache type (llama.cpp -ctv)");
   app.add_option("--flash-attn,--fa", flash_attn, "on | off | auto (auto: chosen per option)");
-  app.add_option("--parallel,--np", parallel, "server slots (llama.cpp -np); kvplan's default is 1");
+  app.add_option("--parallel,--np", parallel, "server slots (llama.cpp -np; vLLM --max-num-seqs); kvplan's default is 1");
+  int tensor_parallel = 1;
+  app.add_option("--tensor-parallel-size,--tp", tensor_parallel, "GPUs of the kind --gpu names to split the model over (vLLM, SGLang)");
   app.add_flag("--kv-unified", kv_unified, "one KV buffer shared by all slots (llama.cpp -kvu)");
   app.add_option("--ubatch-size,--ub", ubatch, "physical batch (llama.cpp -ub, default 512)");
   app.add_option("--batch-size", batch, "logical batch (llama.cpp -b, default 2048)");
@@ -171,6 +173,7 @@ int run(int argc, char** argv) {
   req.cache_type_v = ctv;
   req.flash_attn = flash_attn;
   req.n_parallel = parallel;
+  req.tensor_parallel = tensor_parallel;
   req.kv_unified = kv_unified;
   req.n_ubatch = ubatch;
   req.n_batch = batch;

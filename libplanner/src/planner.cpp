@@ -257,6 +257,16 @@ Setup resolve(const Catalog& c, const Request& request) {
   }
   s.task = &c.task(r.task);
   if (r.n_parallel < 1 || r.n_parallel > 256) throw InputError("--parallel", std::to_string(r.n_parallel), "must be 1..256");
+  if (r.tensor_parallel != 1) {
+    // Tensor parallelism: vLLM and SGLang split heads over identical GPUs (multi-GPU llama.cpp is not modelled).
+    if (!s.runtime || (s.runtime->kind != "vllm" && s.runtime->kind != "sglang"))
+      throw InputError("--tensor-parallel-size", std::to_string(r.tensor_parallel), "is planned for --engine vllm and sglang only",
+                       {"vllm", "sglang"});
+    if (r.tensor_parallel < 1 || r.tensor_parallel > 64 || s.model->heads % r.tensor_parallel != 0)
+      throw InputError("--tensor-parallel-size", std::to_string(r.tensor_parallel),
+                       fmt::format("must divide {}'s {} attention heads (vLLM: 'Total number of attention heads must be "
+                                   "divisible by tensor parallel size')", s.model->name, s.model->heads));
+  }
   if (r.top < 1) throw InputError("--top", std::to_string(r.top), "must be at least 1");
   if (r.flash_attn != "on" && r.flash_attn != "off" && r.flash_attn != "auto")
     throw InputError("--flash-attn", r.flash_attn, "unknown value", {"on", "off", "auto"}, closest_match(r.flash_attn, {"on", "off", "auto"}));
@@ -297,6 +307,7 @@ Setup resolve(const Catalog& c, const Request& request) {
   if (r.reserve && *r.reserve < 0) throw InputError("--reserve", format_size(*r.reserve), "must not be negative");
   if (r.free && *r.free > total)
     throw InputError("--free", format_size(*r.free), fmt::format("is more than the device's {}", format_size(total)));
+  if (r.tensor_parallel > 1) device_name = fmt::format("{} x {} (tensor parallel; figures per GPU)", r.tensor_parallel, device_name);
   s.pools = make_pools(s, r, total, device_name);
   s.device_pool = s.pools.front().id;
   s.host_pool = s.pools.size() > 1 ? s.pools[1].id : s.pools.front().id;
@@ -315,6 +326,7 @@ Setup resolve(const Catalog& c, const Request& request) {
   s.resolved.backend_verified = s.backend->verified;
   s.resolved.build = r.build;
   s.resolved.n_parallel = r.n_parallel;
+  s.resolved.tensor_parallel = r.tensor_parallel;
   s.resolved.kv_unified = r.kv_unified;
   s.resolved.n_ubatch = ub;
   s.resolved.n_batch = b;
@@ -386,7 +398,8 @@ Option account_runtime(const Setup& s, const Candidate& c, int ctx) {
   const RuntimeCacheType& tk = *rt.cache_type(c.k);
   const RuntimeCacheType& tv = *rt.cache_type(c.v);
   const int seqs = std::max(1, r.n_parallel);
-  const KvCacheBytes kv = engines::runtime_kv_bytes(rt, m, *s.engine, tk, tv, ctx, seqs, s.activation_tokens);
+  const int tp = s.resolved.tensor_parallel;
+  const KvCacheBytes kv = engines::runtime_kv_bytes(rt, m, *s.engine, tk, tv, ctx, seqs, s.activation_tokens, tp);
   Option o;
   o.weights = c.weights->id;
   o.ctx_size = ctx;
@@ -414,7 +427,7 @@ Option account_runtime(const Setup& s, const Candidate& c, int ctx) {
     put("cache_temp", s.device_pool, Figure::exact(temp, temp));
   }
   if (rt.fraction_covers_activations && s.activation_tokens > 0)
-    put("compute", s.device_pool, engines::runtime_activation_bytes(m, s.activation_tokens, seqs));
+    put("compute", s.device_pool, engines::runtime_activation_bytes(m, s.activation_tokens, seqs, tp));
   if (rt.graphs.high > 0)
     put("cuda_graphs", s.device_pool, Figure::estimate(static_cast<Bytes>(rt.graphs.typical * kMiB), static_cast<Bytes>(rt.graphs.high * kMiB)));
   sum_pools(s, o);
@@ -726,7 +739,7 @@ Plan plan(const Catalog& catalog, const Request& request) {
     return s.own_memory ? check_runtime_pair(s, k, v) : engines::check_pair(*s.engine, *s.backend, m, r.build, k, v, fa);
   };
   for (const auto* f : formats) {
-    const WeightBytes wb = s.own_memory ? engines::runtime_weight_bytes(m, *f, s.engine->weights_rel_error_fallback)
+    const WeightBytes wb = s.own_memory ? engines::runtime_weight_bytes(m, *f, s.engine->weights_rel_error_fallback, s.resolved.tensor_parallel)
                                         : weight_bytes(m, *f, *s.engine, *s.backend, s.placement);
     for (const auto& k : ks)
       for (const auto& v : vs)

@@ -22,6 +22,7 @@ class Request(metaclass=_pybind11_type):
     cache_type_v: str | None
     flash_attn: str
     n_parallel: int
+    tensor_parallel: int
     kv_unified: bool
     n_ubatch: int | None
     n_batch: int | None
@@ -206,6 +207,8 @@ class Resolved(metaclass=_pybind11_type):
     def backend_verified(self) -> bool: ...
     @property
     def n_parallel(self) -> int: ...
+    @property
+    def tensor_parallel(self) -> int: ...
     @property
     def kv_unified(self) -> bool: ...
     @property

@@ -152,6 +152,7 @@ class Resolved:
     backend_verified: bool
     build: str
     n_parallel: int
+    tensor_parallel: int  # GPUs the model is split over (pools then describe one of them)
     kv_unified: bool
     n_ubatch: int
     n_batch: int
@@ -393,7 +394,7 @@ class Plan:
 def plan(gpu: str | None = None, model: PathLike | None = None, task: str | None = None, *,
          weights: str | None = None, ctx_size: int | None = None, cache_type_k: str | None = None,
          cache_type_v: str | None = None, flash_attn: FlashAttn | None = None, n_parallel: int | None = None,
-         kv_unified: bool | None = None, n_ubatch: int | None = None, n_batch: int | None = None,
+         tensor_parallel: int | None = None, kv_unified: bool | None = None, n_ubatch: int | None = None, n_batch: int | None = None,
          swa_full: bool | None = None, n_gpu_layers: GpuLayers | None = None, cpu_moe: bool | None = None,
          n_cpu_moe: int | None = None, rope_scaling: str | None = None,
          rope_scale: float | None = None, yarn_orig_ctx: int | None = None, engine: str | None = None,
@@ -408,7 +409,8 @@ def plan(gpu: str | None = None, model: PathLike | None = None, task: str | None
     coding, rag, chat, summarization, creative, reasoning.
 
     The other keywords are the CLI's flags with llama.cpp's names (ctx_size is -c, cache_type_k -ctk,
-    n_parallel -np, kv_unified -kvu, n_ubatch -ub, n_batch -b, n_gpu_layers -ngl); flash_attn takes
+    n_parallel -np (vLLM --max-num-seqs), tensor_parallel --tensor-parallel-size (vLLM, SGLang), kv_unified -kvu,
+    n_ubatch -ub, n_batch -b, n_gpu_layers -ngl); flash_attn takes
     "on" | "off" | "auto" or a bool; reserve, free and host_ram take "1.5GB" (binary units) or bytes; data
     takes one directory or a list (after those in KVPLAN_DATA); host_ram is --ram, cpu_moe --cpu-moe. None keeps
     the CLI's default.

@@ -23,6 +23,7 @@ class Options(TypedDict, total=False):
     task: str | None
     flash_attn: FlashAttn | None
     n_parallel: int | None
+    tensor_parallel: int | None  # vLLM/SGLang: GPUs of the kind gpu= names to split the model over
     kv_unified: bool | None
     n_ubatch: int | None
     n_batch: int | None
@@ -57,7 +58,7 @@ class PlanOptions(Options, total=False):
 FLAG_OF_KEYWORD: Mapping[str, str] = {
     "gpu": "--gpu", "model": "--model", "task": "--task", "weights": "--weights", "ctx_size": "--ctx-size",
     "cache_type_k": "--cache-type-k", "cache_type_v": "--cache-type-v", "flash_attn": "--flash-attn",
-    "n_parallel": "--parallel", "kv_unified": "--kv-unified", "n_ubatch": "--ubatch-size", "n_batch": "--batch-size",
+    "n_parallel": "--parallel", "tensor_parallel": "--tensor-parallel-size", "kv_unified": "--kv-unified", "n_ubatch": "--ubatch-size", "n_batch": "--batch-size",
     "swa_full": "--swa-full", "n_gpu_layers": "--n-gpu-layers", "cpu_moe": "--cpu-moe", "n_cpu_moe": "--n-cpu-moe",
     "rope_scaling": "--rope-scaling", "rope_scale": "--rope-scale", "yarn_orig_ctx": "--yarn-orig-ctx",
     "engine": "--engine", "backend": "--backend", "build": "--build", "allow_slow": "--allow-slow",

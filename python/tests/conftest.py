@@ -22,10 +22,11 @@ ALIASES = {"-m": "--model", "-c": "--ctx-size", "--ctx": "--ctx-size", "-ctk": "
            "--ctk": "--cache-type-k", "-ctv": "--cache-type-v", "--ctv": "--cache-type-v", "-fa": "--flash-attn",
            "--fa": "--flash-attn", "-np": "--parallel", "--np": "--parallel", "-kvu": "--kv-unified",
            "-ub": "--ubatch-size", "--ub": "--ubatch-size", "-b": "--batch-size", "-ngl": "--n-gpu-layers",
-           "--ngl": "--n-gpu-layers", "-ncmoe": "--n-cpu-moe", "-cmoe": "--cpu-moe"}
+           "--ngl": "--n-gpu-layers", "-ncmoe": "--n-cpu-moe", "-cmoe": "--cpu-moe",
+           "--tp": "--tensor-parallel-size"}
 SWITCHES = {"kv_unified", "swa_full", "allow_slow", "cpu_moe"}
-INTS = {"ctx_size", "n_parallel", "n_ubatch", "n_batch", "top", "yarn_orig_ctx", "n_cpu_moe"}
-SUBCOMMANDS = {"models", "gpus", "explain", "--help", "--version"}
+INTS = {"ctx_size", "n_parallel", "tensor_parallel", "n_ubatch", "n_batch", "top", "yarn_orig_ctx", "n_cpu_moe"}
+SUBCOMMANDS = {"models", "gpus", "engines", "explain", "--help", "--version"}
 
 
 @dataclass

@@ -262,3 +262,41 @@ TEST_CASE("ranking under other engines keeps K precise: never a 4-bit K when an 
     CHECK(best.cache_type_k != "4");
   }
 }
+
+TEST_CASE("tensor parallelism (vLLM, SGLang): figures per GPU, KV heads split, refusals") {
+  const auto& c = kvtest::catalog();
+  // Llama-3.3-70B: 80 layers, 8 KV heads × 128. Over 4 GPUs each holds 2 heads: per GPU and token
+  // 80 × 2 × 128 × (K + V) × 2 B = 80 KiB in bf16.
+  Request r = ask("vllm", "rtx4090", "llama-3.3-70b");
+  r.tensor_parallel = 4;
+  r.weights = "awq";
+  r.ctx_size = 32768;
+  r.cache_type_k = "auto";
+  r.n_parallel = 4;
+  const Plan p = plan(c, r);
+  REQUIRE(!p.options.empty());
+  const Option& o = p.options.front();
+  CHECK(o.sum("k_cache") + o.sum("v_cache") == 4LL * 80 * KiB * 32768);
+  CHECK(o.launch.find(" --tensor-parallel-size 4") != std::string::npos);
+  CHECK(p.pools.front().device.find("4 x ") == 0);
+  // The weights split four ways (the same format on one GPU is four times the bytes).
+  for (const auto& f : runtime("vllm").weight_formats)
+    if (f.id == "awq")
+      CHECK(std::llabs(o.sum("weights") * 4 - engines::runtime_weight_bytes(model("llama-3.3-70b"), f, 0.05).device.bytes) <= 4);
+  // More GPUs than KV heads: each GPU keeps one whole head (get_num_kv_heads: max(1, heads / tp)).
+  r.tensor_parallel = 16;  // 64 attention heads / 16 = 4 per GPU; 8 KV heads → 1 per GPU
+  const Plan wide = plan(c, r);
+  REQUIRE(!wide.options.empty());
+  CHECK(wide.options.front().sum("k_cache") == 4LL * 80 * 128 * 2 * 32768);
+  r.tensor_parallel = 3;
+  CHECK_THROWS_WITH(plan(c, r), Catch::Contains("must divide") && Catch::Contains("64 attention heads"));
+  Request l = ask("llama.cpp", "rtx4090");
+  l.tensor_parallel = 2;
+  CHECK_THROWS_WITH(plan(c, l), Catch::Contains("vllm and sglang only"));
+  Request sg = ask("sglang", "rtx4090", "llama-3.3-70b");
+  sg.tensor_parallel = 4;
+  sg.weights = "awq";
+  const Plan s = plan(c, sg);
+  REQUIRE(!s.options.empty());
+  CHECK(s.options.front().launch.find(" --tp 4 --quantization awq") != std::string::npos);
+}

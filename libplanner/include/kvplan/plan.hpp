@@ -32,6 +32,7 @@ struct Request {
   std::optional<std::string> cache_type_v;  // -ctv
   std::string flash_attn = "auto";   // on | off | auto (auto: the planner picks per option)
   int n_parallel = 1;                // -np (kvplan's default is one slot; launch lines say so)
+  int tensor_parallel = 1;           // vLLM --tensor-parallel-size / SGLang --tp: that many identical GPUs
   bool kv_unified = false;           // -kvu
   std::optional<int> n_ubatch;       // -ub (engine default 512)
   std::optional<int> n_batch;        // -b  (engine default 2048)
@@ -142,6 +143,7 @@ struct Resolved {
   double memory_fraction = 0;           // vLLM --gpu-memory-utilization / SGLang --mem-fraction-static (0: n/a)
   bool backend_verified = true;
   int n_parallel = 1;
+  int tensor_parallel = 1;   // GPUs the model is split over (pools then describe one of them)
   bool kv_unified = false;
   int n_ubatch = 512, n_batch = 2048;
   bool swa_full = false;

@@ -35,16 +35,20 @@ RuntimeTokens runtime_tokens(const RuntimeProfile& rt, const ModelSpec& m, int l
 }
 
 KvCacheBytes runtime_kv_bytes(const RuntimeProfile& rt, const ModelSpec& m, const EngineSpec& arch_rules, const RuntimeCacheType& tk,
-                              const RuntimeCacheType& tv, int len, int sequences, int activation_tokens) {
+                              const RuntimeCacheType& tv, int len, int sequences, int activation_tokens, int tp) {
   const RuntimeTokens tokens = runtime_tokens(rt, m, len, activation_tokens);
   const double seqs = std::max(1, sequences);
+  const auto layers = layer_caches(m, arch_rules);
   KvCacheBytes out;
-  for (const auto& c : layer_caches(m, arch_rules)) {
+  for (size_t il = 0; il < layers.size(); ++il) {
+    const LayerCache& c = layers[il];
     switch (c.kind) {
       case LayerKind::full:
       case LayerKind::sliding: {
         const bool swa = c.kind == LayerKind::sliding;
-        const double n = static_cast<double>(swa ? tokens.sliding : tokens.full) * seqs;
+        const int heads = m.kv_heads_at(static_cast<int>(il));
+        const double share = m.mla || tp <= 1 || heads <= 0 ? 1.0 : static_cast<double>(std::max(1, heads / tp)) / heads;
+        const double n = static_cast<double>(swa ? tokens.sliding : tokens.full) * seqs * share;
         add(swa ? out.swa_k : out.k, static_cast<double>(c.k_width) * n * tk.k_bytes);
         if (c.v_width > 0) add(swa ? out.swa_v : out.v, static_cast<double>(c.v_width) * n * tv.v_bytes);
         break;
@@ -60,12 +64,12 @@ KvCacheBytes runtime_kv_bytes(const RuntimeProfile& rt, const ModelSpec& m, cons
   return out;
 }
 
-WeightBytes runtime_weight_bytes(const ModelSpec& m, const WeightFormat& f, double rel_error) {
+WeightBytes runtime_weight_bytes(const ModelSpec& m, const WeightFormat& f, double rel_error, int tp) {
   const double embed = static_cast<double>(m.vocab) * m.embd;
   // A separate output head unless tied; an engine that keeps embeddings in RAM still needs the head on the GPU.
   const double head = (!m.tied_embeddings || f.embed_on_host) ? embed : 0;
   const double linear = std::max(0.0, static_cast<double>(m.params) - embed - (m.tied_embeddings ? 0 : embed));
-  const double device = linear * f.bpw / 8 + head * f.head_bpw / 8 + (f.embed_on_host ? 0 : embed * f.embed_bpw / 8);
+  const double device = (linear * f.bpw / 8 + head * f.head_bpw / 8 + (f.embed_on_host ? 0 : embed * f.embed_bpw / 8)) / tp;
   const double host = f.embed_on_host ? embed * f.embed_bpw / 8 : 0;
   WeightBytes w;
   w.device = Figure::estimate(bytes_of(device), bytes_of(device * (1 + rel_error)));
@@ -73,11 +77,11 @@ WeightBytes runtime_weight_bytes(const ModelSpec& m, const WeightFormat& f, doub
   return w;
 }
 
-Figure runtime_activation_bytes(const ModelSpec& m, int tokens, int sequences) {
+Figure runtime_activation_bytes(const ModelSpec& m, int tokens, int sequences, int tp) {
   const double ff = m.moe ? static_cast<double>(m.moe->expert_ff) * m.moe->experts_used + m.moe->shared_ff : m.ff;
   const double q_width = m.mla ? static_cast<double>(m.heads) * (m.mla->kv_lora_rank + m.mla->rope_dim)
                                : static_cast<double>(m.heads) * m.head_dim_k;
-  const double rows = static_cast<double>(tokens) * (2 * ff + 4.0 * m.embd + 2 * q_width) * 2;
+  const double rows = static_cast<double>(tokens) * ((2 * ff + 2 * q_width) / tp + 4.0 * m.embd) * 2;
   const double logits = static_cast<double>(std::max(1, sequences)) * m.vocab * 4 * 2;
   const double typical = rows + logits;
   return Figure::estimate(bytes_of(typical), bytes_of(typical * 1.5));
@@ -112,13 +116,15 @@ std::vector<Launch> runtime_launches(const RuntimeProfile& rt, const ModelSpec& 
   const std::string model = f ? checkpoint(m, *f, rt.kind) : m.name;
   const std::string quant = f && !f->flag.empty() ? " " + f->flag : "";
   if (rt.kind == "vllm") {
+    const std::string tp = r.tensor_parallel > 1 ? fmt::format(" --tensor-parallel-size {}", r.tensor_parallel) : "";
     out.push_back({"vllm", fmt::format("vllm serve {} --max-model-len {} --max-num-seqs {} --kv-cache-dtype {} "
-                                       "--gpu-memory-utilization {:g}{}",
-                                       model, o.ctx_per_slot, seqs, o.cache_type_k, r.memory_fraction, quant)});
+                                       "--gpu-memory-utilization {:g}{}{}",
+                                       model, o.ctx_per_slot, seqs, o.cache_type_k, r.memory_fraction, tp, quant)});
   } else if (rt.kind == "sglang") {
     out.push_back({"sglang", fmt::format("python -m sglang.launch_server --model-path {} --context-length {} --max-running-requests {} "
-                                         "--kv-cache-dtype {} --mem-fraction-static {:g}{}",
-                                         model, o.ctx_per_slot, seqs, o.cache_type_k, r.memory_fraction, quant)});
+                                         "--kv-cache-dtype {} --mem-fraction-static {:g}{}{}",
+                                         model, o.ctx_per_slot, seqs, o.cache_type_k, r.memory_fraction,
+                                         r.tensor_parallel > 1 ? fmt::format(" --tp {}", r.tensor_parallel) : "", quant)});
   } else if (rt.kind == "exllamav2" || rt.kind == "exllamav3") {
     // TabbyAPI config.yml (config_sample.yml keys under model:); cache_size holds every job together.
     const std::string mode = rt.kind == "exllamav2" || o.cache_type_k == "FP16" ? o.cache_type_k

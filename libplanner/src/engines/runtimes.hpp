@@ -25,18 +25,22 @@ RuntimeTokens runtime_tokens(const RuntimeProfile& rt, const ModelSpec& model, i
 // KV bytes for `sequences` conversations of `len` tokens: per layer width · tokens · bytes per element
 // (K and V separately; an MLA layer caches its 576-wide latent once, no V); recurrent layers keep
 // their conv state in the model dtype and the SSM state in f32 per sequence.
+// With tensor parallelism (tp > 1) the bytes of one GPU: each holds max(1, n_kv_heads / tp) KV heads
+// (vllm/config/model.py get_num_kv_heads); an MLA latent is replicated on every GPU.
 KvCacheBytes runtime_kv_bytes(const RuntimeProfile& rt, const ModelSpec& model, const EngineSpec& arch_rules,
                               const RuntimeCacheType& type_k, const RuntimeCacheType& type_v, int len, int sequences,
-                              int activation_tokens);
+                              int activation_tokens, int tp = 1);
 
 // Weights from the parameter count: linear layers at the format's bits per weight, the output head
 // and the token embeddings at theirs (embeddings in RAM where the engine keeps them there).
-WeightBytes runtime_weight_bytes(const ModelSpec& model, const WeightFormat& format, double rel_error);
+// With tensor parallelism, one GPU's share: linear layers, embeddings and head are all split tp ways
+// (vocab-parallel embeddings); the norms (well under 0.1 %) are ignored.
+WeightBytes runtime_weight_bytes(const ModelSpec& model, const WeightFormat& format, double rel_error, int tp = 1);
 
 // The activation peak of a forward pass over `tokens` tokens in bf16 (the FFN's gate and up rows, the
 // query rows and four n_embd rows) plus f32 logits and probabilities for `sequences` rows: an
 // estimate (vLLM profiles it with a dummy batch of max_num_batched_tokens).
-Figure runtime_activation_bytes(const ModelSpec& model, int tokens, int sequences);
+Figure runtime_activation_bytes(const ModelSpec& model, int tokens, int sequences, int tp = 1);
 
 // The lines an engine is started with, by name ("vllm", "ollama-env", "modelfile", "tabby-config", …).
 std::vector<Launch> runtime_launches(const RuntimeProfile& rt, const ModelSpec& model, const Option& option,
