@@ -29,7 +29,11 @@ RuntimeTokens runtime_tokens(const RuntimeProfile& rt, const ModelSpec& m, int l
   } else if (rt.sliding == "window_plus_batch") {
     t.sliding = (cdiv(std::min<std::int64_t>(window - 1 + activation_tokens, len), g) + 1) * g;
   } else {  // rotating
-    t.sliding = std::min<std::int64_t>(t.full, window);
+    // RotatingKVCache(max_size = window): up to the window it grows in 256-token steps; past it, a prefill
+    // chunk is concatenated to the last window − 1 tokens before trimming, so the peak is window − 1 +
+    // the prefill step (measured with the mlx CPU build, tests/validation/mlx_cache.py).
+    t.sliding = len <= window ? std::min<std::int64_t>(t.full, window)
+                              : std::min<std::int64_t>(len, window - 1 + std::max(1, activation_tokens));
   }
   return t;
 }

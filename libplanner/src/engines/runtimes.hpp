@@ -16,7 +16,8 @@ namespace kvplan::engines {
 //     (vllm/v1/kv_cache_interface.py FullAttentionSpec / SlidingWindowSpec max_memory_usage_bytes)
 //   SGLang: len (page 1; profile_max_num_token has no window term)
 //   ExLlamaV2/V3: PAD(len, 256) (PAGED_PAGE_SIZE / PAGE_SIZE)
-//   MLX: PAD(len, 256) (KVCache.step); sliding: min(PAD(len, 256), window) (RotatingKVCache max_size)
+//   MLX: PAD(len, 256) (KVCache.step); sliding: min(PAD(len, 256), window) up to the window, then
+//     min(len, window − 1 + prefill step) (RotatingKVCache concatenates a prefill chunk before trimming)
 struct RuntimeTokens {
   std::int64_t full = 0, sliding = 0;
 };
