@@ -84,9 +84,11 @@ int run(int argc, char** argv) {
   std::vector<std::string> unmodelled_values;
   std::vector<CLI::Option*> unmodelled;
   std::string fit;
-  app.add_option("--fit", fit, "llama-server's own placement: kvplan's commands say --fit off (it owns placement)")
-      ->check(CLI::IsMember({"off"}, CLI::ignore_case).description("only 'off' is modelled"));
-  for (const char* flag : {"--split-mode", "--override-tensor", "--model-draft", "--fit-target", "--fit-ctx"})
+  app.add_option("--fit", fit, "off (default): kvplan places layers (-ngl N --fit off); on: llama-server's fit does, with kvplan's --fit-target")
+      ->check(CLI::IsMember({"on", "off"}, CLI::ignore_case));
+  std::optional<int> fit_target;
+  app.add_option("--fit-target", fit_target, "with --fit on: MiB llama-server's fit keeps free per device (default: kvplan's margin and overheads)");
+  for (const char* flag : {"--split-mode", "--override-tensor", "--model-draft", "--fit-ctx"})
     unmodelled.push_back(app.add_option(flag, unmodelled_values, "not modelled yet")->group(""));
   bool no_kv_offload = false, cpu_moe = false;
   unmodelled.push_back(app.add_flag("--no-kv-offload", no_kv_offload, "not modelled yet")->group(""));
@@ -173,6 +175,8 @@ int run(int argc, char** argv) {
   req.cache_type_v = ctv;
   req.flash_attn = flash_attn;
   req.n_parallel = parallel;
+  req.fit_placement = fit == "on" || fit == "ON" || fit == "On";
+  req.fit_target_mib = fit_target;
   req.tensor_parallel = tensor_parallel;
   req.kv_unified = kv_unified;
   req.n_ubatch = ubatch;

@@ -174,6 +174,8 @@ std::string to_json(const Plan& p, int indent) {
                   {"swa_full", r.swa_full},
                   {"n_gpu_layers", optional_json(r.n_gpu_layers)},
                   {"n_cpu_moe", optional_json(r.n_cpu_moe)},
+                  {"fit_placement", r.fit_placement},
+                  {"fit_target_mib", optional_json(r.fit_target_mib)},
                   {"host_ram_bytes", optional_json(r.host_ram)},
                   {"rope_scaling", optional_json(r.rope_scaling)},
                   {"rope_scale", optional_json(r.rope_scale)},
@@ -199,6 +201,8 @@ std::string to_json(const Plan& p, int indent) {
                    {"swa_full", s.swa_full},
                    {"n_gpu_layers", optional_json(s.n_gpu_layers)},
                    {"n_cpu_moe", optional_json(s.n_cpu_moe)},
+                   {"placement", s.placement},
+                   {"fit_target_mib", s.fit_target_mib > 0 ? json(s.fit_target_mib) : json(nullptr)},
                    {"mode", p.mode}};
   const ModelSpec& m = *p.model;
   j["model"] = model_json(m);

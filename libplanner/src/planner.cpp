@@ -333,6 +333,31 @@ Setup resolve(const Catalog& c, const Request& request) {
   s.resolved.swa_full = r.swa_full;
   s.resolved.n_gpu_layers = r.n_gpu_layers;
   s.resolved.n_cpu_moe = r.n_cpu_moe;
+  // Placement: kvplan's own (-ngl N --fit off), or handed to llama-server's fit (common/fit.cpp), which moves
+  // layers only when the user gave no -ngl/overrides and keeps --fit-target MiB free on each device beyond
+  // what it measures (weights, KV, compute); the driver context is already outside its free memory, so the
+  // target is kvplan's margin plus what fit cannot see (pool growth, BLAS workspace). Ollama always uses fit.
+  const bool fit = r.fit_placement || (s.runtime && s.runtime->kind == "ollama");
+  if (fit && s.own_memory) throw InputError("--fit", "on", "is llama-server's placement; " + s.runtime->name + " has none");
+  if (fit && (r.n_gpu_layers || r.n_cpu_moe))
+    throw InputError("--fit", "on", "an explicit -ngl / --cpu-moe turns llama-server's fit placement off: give one or the other");
+  if (fit && !s.own_memory) {
+    const Pool& dev = s.pools.front();
+    const Bytes unseen = dev.overhead.high - static_cast<Bytes>(s.backend->context.high_mib * kMiB);
+    s.resolved.placement = "llama-server --fit";
+    s.resolved.fit_target_mib = static_cast<int>((dev.margin + std::max<Bytes>(0, unseen) + kMiB - 1) / kMiB);
+    // A given target (the user's, or Ollama's: it passes none, so llama-server's default): fit keeps that much
+    // free, so the plan's margin is what the target leaves beyond the part fit cannot see.
+    const std::optional<int> target = r.fit_target_mib ? r.fit_target_mib
+                                      : s.runtime ? std::optional<int>(static_cast<int>(s.runtime->margin_mib)) : std::nullopt;
+    if (target) {
+      if (*target < 0) throw InputError("--fit-target", std::to_string(*target), "must be MiB, at least 0");
+      s.resolved.fit_target_mib = *target;
+      s.pools.front().margin = std::max<Bytes>(0, static_cast<Bytes>(*target) * kMiB - std::max<Bytes>(0, unseen));
+    }
+  } else if (r.fit_target_mib) {
+    throw InputError("--fit-target", std::to_string(*r.fit_target_mib), "is llama-server's fit margin: it needs --fit on");
+  }
   s.rotation_rule = s.engine->rule_holds("kv_rotation");
 
   // Context beyond the native window only when the task wants it or the rope flags were given.

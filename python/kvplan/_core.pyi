@@ -23,6 +23,8 @@ class Request(metaclass=_pybind11_type):
     flash_attn: str
     n_parallel: int
     tensor_parallel: int
+    fit_placement: bool
+    fit_target_mib: int | None
     kv_unified: bool
     n_ubatch: int | None
     n_batch: int | None
@@ -223,6 +225,10 @@ class Resolved(metaclass=_pybind11_type):
     def n_gpu_layers(self) -> int | None: ...
     @property
     def n_cpu_moe(self) -> int | None: ...
+    @property
+    def placement(self) -> str: ...
+    @property
+    def fit_target_mib(self) -> int: ...
 
 class Plan(metaclass=_pybind11_type):
     @property

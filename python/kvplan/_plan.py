@@ -160,6 +160,8 @@ class Resolved:
     gpu_size_only: bool  # gpu= was a size, not a named card
     n_gpu_layers: int | None  # as the launch line gives it (None: all layers)
     n_cpu_moe: int | None     # layers whose experts stay in RAM (-1: all)
+    placement: str            # "kvplan" (-ngl N --fit off) or "llama-server --fit"
+    fit_target_mib: int | None  # the --fit-target given to llama-server's fit
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
@@ -269,7 +271,8 @@ class Plan:
         self._catalog = catalog
         self.model = Model._from_core(core.model)
         self.task = convert(Task, core.task)
-        self.resolved = convert(Resolved, core.resolved, memory_fraction=core.resolved.memory_fraction or None)
+        self.resolved = convert(Resolved, core.resolved, memory_fraction=core.resolved.memory_fraction or None,
+                                fit_target_mib=core.resolved.fit_target_mib or None)
         self.pools = tuple(convert(Pool, p, bounded=p.bounded(), capacity_bytes=p.capacity, reserve_bytes=p.reserve,
                                    overhead_bytes=p.overhead.bytes, overhead_high_bytes=p.overhead.high,
                                    margin_bytes=p.margin, budget_bytes=p.budget() if p.bounded() else None)
@@ -394,7 +397,8 @@ class Plan:
 def plan(gpu: str | None = None, model: PathLike | None = None, task: str | None = None, *,
          weights: str | None = None, ctx_size: int | None = None, cache_type_k: str | None = None,
          cache_type_v: str | None = None, flash_attn: FlashAttn | None = None, n_parallel: int | None = None,
-         tensor_parallel: int | None = None, kv_unified: bool | None = None, n_ubatch: int | None = None, n_batch: int | None = None,
+         tensor_parallel: int | None = None, fit_placement: bool | None = None,
+         fit_target_mib: int | None = None, kv_unified: bool | None = None, n_ubatch: int | None = None, n_batch: int | None = None,
          swa_full: bool | None = None, n_gpu_layers: GpuLayers | None = None, cpu_moe: bool | None = None,
          n_cpu_moe: int | None = None, rope_scaling: str | None = None,
          rope_scale: float | None = None, yarn_orig_ctx: int | None = None, engine: str | None = None,

@@ -24,6 +24,8 @@ class Options(TypedDict, total=False):
     flash_attn: FlashAttn | None
     n_parallel: int | None
     tensor_parallel: int | None  # vLLM/SGLang: GPUs of the kind gpu= names to split the model over
+    fit_placement: bool | None  # --fit on: llama-server's fit places the layers, with kvplan's --fit-target
+    fit_target_mib: int | None  # --fit-target: MiB llama-server's fit keeps free (needs fit_placement)
     kv_unified: bool | None
     n_ubatch: int | None
     n_batch: int | None
@@ -58,7 +60,9 @@ class PlanOptions(Options, total=False):
 FLAG_OF_KEYWORD: Mapping[str, str] = {
     "gpu": "--gpu", "model": "--model", "task": "--task", "weights": "--weights", "ctx_size": "--ctx-size",
     "cache_type_k": "--cache-type-k", "cache_type_v": "--cache-type-v", "flash_attn": "--flash-attn",
-    "n_parallel": "--parallel", "tensor_parallel": "--tensor-parallel-size", "kv_unified": "--kv-unified", "n_ubatch": "--ubatch-size", "n_batch": "--batch-size",
+    "n_parallel": "--parallel", "tensor_parallel": "--tensor-parallel-size", "fit_placement": "--fit",
+    "fit_target_mib": "--fit-target", "kv_unified": "--kv-unified", "n_ubatch": "--ubatch-size",
+    "n_batch": "--batch-size",
     "swa_full": "--swa-full", "n_gpu_layers": "--n-gpu-layers", "cpu_moe": "--cpu-moe", "n_cpu_moe": "--n-cpu-moe",
     "rope_scaling": "--rope-scaling", "rope_scale": "--rope-scale", "yarn_orig_ctx": "--yarn-orig-ctx",
     "engine": "--engine", "backend": "--backend", "build": "--build", "allow_slow": "--allow-slow",

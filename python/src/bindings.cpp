@@ -49,6 +49,8 @@ PYBIND11_MODULE(_core, m) {
       .def_readwrite("cache_type_v", &Request::cache_type_v)
       .def_readwrite("flash_attn", &Request::flash_attn)
       .def_readwrite("n_parallel", &Request::n_parallel)
+      .def_readwrite("fit_placement", &Request::fit_placement)
+      .def_readwrite("fit_target_mib", &Request::fit_target_mib)
       .def_readwrite("tensor_parallel", &Request::tensor_parallel)
       .def_readwrite("kv_unified", &Request::kv_unified)
       .def_readwrite("n_ubatch", &Request::n_ubatch)
@@ -156,7 +158,9 @@ PYBIND11_MODULE(_core, m) {
       .def_readonly("swa_full", &Resolved::swa_full)
       .def_readonly("gpu_size_only", &Resolved::gpu_size_only)
       .def_readonly("n_gpu_layers", &Resolved::n_gpu_layers)
-      .def_readonly("n_cpu_moe", &Resolved::n_cpu_moe);
+      .def_readonly("n_cpu_moe", &Resolved::n_cpu_moe)
+      .def_readonly("placement", &Resolved::placement)
+      .def_readonly("fit_target_mib", &Resolved::fit_target_mib);
 
   // model and task point into the catalog, which plan() keeps alive for as long as the plan lives
   py::class_<Plan>(m, "Plan")

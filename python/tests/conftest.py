@@ -25,7 +25,7 @@ ALIASES = {"-m": "--model", "-c": "--ctx-size", "--ctx": "--ctx-size", "-ctk": "
            "--ngl": "--n-gpu-layers", "-ncmoe": "--n-cpu-moe", "-cmoe": "--cpu-moe",
            "--tp": "--tensor-parallel-size"}
 SWITCHES = {"kv_unified", "swa_full", "allow_slow", "cpu_moe"}
-INTS = {"ctx_size", "n_parallel", "tensor_parallel", "n_ubatch", "n_batch", "top", "yarn_orig_ctx", "n_cpu_moe"}
+INTS = {"ctx_size", "n_parallel", "tensor_parallel", "fit_target_mib", "n_ubatch", "n_batch", "top", "yarn_orig_ctx", "n_cpu_moe"}
 SUBCOMMANDS = {"models", "gpus", "engines", "explain", "--help", "--version"}
 
 
@@ -60,7 +60,8 @@ def keywords(args: list[str]) -> dict[str, Any]:
         flag = args[i]
         if flag in SUBCOMMANDS:
             raise NotInPython(flag)
-        if flag == "--fit":  # llama-server's placement switch: the CLI accepts only "off", the request is the same
+        if flag == "--fit":  # llama-server's placement switch: on hands placement to its fit
+            out["fit_placement"] = args[i + 1].lower() == "on"
             i += 2
             continue
         keyword = KEYWORD_OF_FLAG.get(ALIASES.get(flag, flag))

@@ -145,7 +145,11 @@ TEST_CASE("Ollama: llama.cpp's memory, one cache type, per-slot num_ctx, env and
   CHECK(o.launches[0].text ==
         "OLLAMA_FLASH_ATTENTION=1 OLLAMA_KV_CACHE_TYPE=q8_0 OLLAMA_NUM_PARALLEL=1 OLLAMA_CONTEXT_LENGTH=32768 ollama serve");
   CHECK(o.launches[1].text == "FROM ./Qwen2.5-Coder-32B-Instruct-Q4_K_M.gguf\nPARAMETER num_ctx 32768");
-  CHECK(p.pools.front().margin == 1024LL << 20);  // llama-server --fit target
+  // Placement is llama-server's fit with its default target of 1024 MiB; the plan keeps what the target leaves
+  // after what fit cannot see: CUDA pool growth (300 MiB bound) and the Blackwell cuBLAS workspace (32 MiB).
+  CHECK(p.resolved.placement == "llama-server --fit");
+  CHECK(p.resolved.fit_target_mib == 1024);
+  CHECK(p.pools.front().margin == (1024LL - 300 - 32) << 20);
   // Two slots: -c is num_ctx × 2 with a stream each; num_ctx stays per conversation.
   r.n_parallel = 2;
   r.ctx_size = 32768;

@@ -40,6 +40,8 @@ struct Request {
   bool allow_slow = false;           // offer pairs that run off the fast path
   std::optional<int> n_gpu_layers;   // -ngl: layers on the GPU (-1 or >= layers + 1: all, with the output layer)
   std::optional<int> n_cpu_moe;      // --n-cpu-moe N: experts of the first N layers in RAM (-1: --cpu-moe, all)
+  bool fit_placement = false;        // --fit on: llama-server's fit places the layers, kvplan sets its --fit-target
+  std::optional<int> fit_target_mib; // --fit-target MiB given by the user: the margin becomes what it leaves
   std::optional<std::string> rope_scaling;  // --rope-scaling: enables the model's documented extension
   std::optional<double> rope_scale;         // --rope-scale: must match the model's factor
   std::optional<int> yarn_orig_ctx;         // --yarn-orig-ctx: must match the model's original context
@@ -150,6 +152,8 @@ struct Resolved {
   bool gpu_size_only = false;  // --gpu was a size, not a named card
   std::optional<int> n_gpu_layers;  // as the launch line gives it (unset: all layers)
   std::optional<int> n_cpu_moe;
+  std::string placement = "kvplan";  // who places layers: "kvplan" (-ngl, --fit off) | "llama-server --fit"
+  int fit_target_mib = 0;            // with llama-server's fit: the --fit-target that keeps kvplan's margins
 };
 
 struct Plan {

@@ -78,7 +78,8 @@ std::string launch_line(const ModelSpec& model, const Option& o, const Resolved&
   // kvplan owns placement: explicit -ngl with llama-server's own --fit turned off, so fit neither
   // moves layers nor shrinks the context behind the plan's back (common/fit.cpp).
   const int ngl = !r.n_gpu_layers || *r.n_gpu_layers < 0 || *r.n_gpu_layers > model.layers ? std::max(99, model.layers + 1) : *r.n_gpu_layers;
-  line += fmt::format(" -fa {} -ctk {} -ctv {} -ngl {} --fit off", o.flash_attn ? "on" : "off", o.cache_type_k, o.cache_type_v, ngl);
+  line += fmt::format(" -fa {} -ctk {} -ctv {}", o.flash_attn ? "on" : "off", o.cache_type_k, o.cache_type_v);
+  line += r.placement == "kvplan" ? fmt::format(" -ngl {} --fit off", ngl) : fmt::format(" --fit on --fit-target {}", r.fit_target_mib);
   if (r.n_cpu_moe) line += *r.n_cpu_moe < 0 ? " --cpu-moe" : fmt::format(" --n-cpu-moe {}", *r.n_cpu_moe);
   if (r.n_ubatch != default_ubatch) line += fmt::format(" -ub {}", r.n_ubatch);
   if (r.n_batch != default_batch) line += fmt::format(" -b {}", r.n_batch);
