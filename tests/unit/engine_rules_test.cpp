@@ -83,3 +83,36 @@ TEST_CASE("MLA models without a V cache refuse different K and V types (found by
   CHECK(r.reason.find("different K and V") != std::string::npos);
   CHECK(check_pair(kvtest::engine(), kvtest::cuda(), m, "default", "q8_0", "q8_0", true).ok);
 }
+
+// The other backends' supports_op for GGML_OP_FLASH_ATTN_EXT, read at ggml-org/ggml@acfb0dd (= llama.cpp
+// 1692f9e5, the day before b10454): ggml-metal-device.m, ggml-vulkan.cpp, ggml-sycl/fattn.cpp; ROCm compiles
+// ggml-cuda/fattn.cu without a HIP branch.
+TEST_CASE("Metal, ROCm, Vulkan, SYCL: flash-attention kernels as each backend's supports_op reads") {
+  const auto& e = kvtest::engine();
+  const ModelSpec& qwen = kvtest::catalog().model("qwen2.5-coder-32b");  // head size 128
+  const auto& metal = e.backend("metal");
+  // Metal: K and V must be the same type, whatever the build; q4_1/q5_x run; iq4_nl has no kernel.
+  CHECK(check_pair(e, metal, qwen, "default", "q5_1", "q5_1", true).ok);
+  const auto mixed = check_pair(e, metal, qwen, "fa-all-quants", "q8_0", "q4_0", true);
+  CHECK_FALSE(mixed.ok);
+  CHECK(mixed.needs.empty());  // no build of Metal has mixed kernels
+  CHECK_FALSE(check_pair(e, metal, qwen, "default", "iq4_nl", "iq4_nl", true).ok);
+  // ROCm: CUDA's rules (same-type f16/bf16/q8_0/q4_0 on a default build; head size 80 has kernels).
+  const auto& rocm = e.backend("rocm");
+  CHECK(check_pair(e, rocm, qwen, "default", "q8_0", "q8_0", true).ok);
+  CHECK_FALSE(check_pair(e, rocm, qwen, "default", "q8_0", "q4_0", true).ok);
+  CHECK(check_pair(e, rocm, qwen, "fa-all-quants", "q8_0", "q4_0", true).ok);
+  // Vulkan: K and V checked separately (mixed pairs run), iq4_nl included, any head size multiple of 8.
+  const auto& vulkan = e.backend("vulkan");
+  CHECK(check_pair(e, vulkan, qwen, "default", "q8_0", "q4_0", true).ok);
+  CHECK(check_pair(e, vulkan, qwen, "default", "iq4_nl", "iq4_nl", true).ok);
+  // SYCL: GGML_SYCL_FA_ALL_QUANTS is on by default (mixed pairs run); no iq4_nl; head size 192 has no kernel.
+  const auto& sycl = e.backend("sycl");
+  CHECK(check_pair(e, sycl, qwen, "default", "q8_0", "q4_0", true).ok);
+  CHECK_FALSE(check_pair(e, sycl, qwen, "default", "iq4_nl", "iq4_nl", true).ok);
+  const ModelSpec* mla_like = nullptr;
+  for (const auto& m : kvtest::catalog().models)
+    if (m.head_dim_k == 192 && m.head_dim_v == 128 && !m.mla) mla_like = &m;
+  if (mla_like) CHECK_FALSE(check_pair(e, sycl, *mla_like, "default", "f16", "f16", true).ok);
+  for (const auto& b : e.backends) CHECK(b.verified);
+}

@@ -133,7 +133,8 @@ struct BackendSpec {
   std::vector<std::string> fa_types_default;    // types with flash-attention kernels on a default build
   std::vector<std::string> fa_types_all_quants; // with GGML_CUDA_FA_ALL_QUANTS
   bool fa_mixed_default = false;                // mixed K/V pairs have kernels on a default build
-  bool fa_mixed_slow = false;                   // mixed pairs run, but off the fast path (Metal)
+  bool fa_mixed_slow = false;                   // mixed pairs run, but off the fast path
+  bool fa_mixed_all_quants = true;              // mixed pairs have kernels with GGML_CUDA_FA_ALL_QUANTS (never on Metal)
   std::vector<int> fa_head_sizes;                    // K = V head sizes with a flash-attention kernel
   std::vector<std::pair<int, int>> fa_head_pairs;    // K != V head sizes with one (MLA 576/512, …)
   Estimate context;        // driver context

@@ -315,6 +315,7 @@ EngineSpec read_engine(const Reader& r) {
       s.fa_types_all_quants = b["fa_types_all_quants"] ? b["fa_types_all_quants"].as<std::vector<std::string>>() : s.fa_types_default;
       s.fa_mixed_default = b["fa_mixed_default"] && b["fa_mixed_default"].as<bool>();
       s.fa_mixed_slow = b["fa_mixed_slow"] && b["fa_mixed_slow"].as<bool>();
+      s.fa_mixed_all_quants = !b["fa_mixed_all_quants"] || b["fa_mixed_all_quants"].as<bool>();
       s.fa_head_sizes = b["fa_head_sizes"] ? b["fa_head_sizes"].as<std::vector<int>>() : std::vector<int>{};
       if (b["fa_head_pairs"])
         for (const auto& pair : b["fa_head_pairs"]) {

@@ -52,9 +52,11 @@ PairCheck check_pair(const EngineSpec& engine, const BackendSpec& backend, const
     const std::string bad = !contains(types, type_k) ? type_k : type_v;
     missing = fmt::format("no {} flash-attention kernel for {}", backend.name, bad);
     if (!all_quants && contains(backend.fa_types_all_quants, bad)) out.needs.push_back("GGML_CUDA_FA_ALL_QUANTS build");
-  } else if (type_k != type_v && !all_quants && !backend.fa_mixed_default) {
-    missing = fmt::format("a default {} build has flash-attention kernels only for same-type K/V pairs", backend.name);
-    out.needs.push_back("GGML_CUDA_FA_ALL_QUANTS build");
+  } else if (type_k != type_v && !(all_quants ? backend.fa_mixed_all_quants : backend.fa_mixed_default)) {
+    missing = backend.fa_mixed_all_quants
+                  ? fmt::format("a default {} build has flash-attention kernels only for same-type K/V pairs", backend.name)
+                  : fmt::format("{} has flash-attention kernels only for same-type K/V pairs", backend.name);
+    if (!all_quants && backend.fa_mixed_all_quants) out.needs.push_back("GGML_CUDA_FA_ALL_QUANTS build");
   }
   if (!missing.empty()) {
     out.ok = false;
