@@ -62,6 +62,8 @@ int run(int argc, char** argv) {
   app.add_flag("--kv-unified", kv_unified, "one KV buffer shared by all slots (llama.cpp -kvu)");
   app.add_option("--ubatch-size,--ub", ubatch, "physical batch (llama.cpp -ub, default 512)");
   app.add_option("--batch-size", batch, "logical batch (llama.cpp -b, default 2048)");
+  std::optional<int> outputs_max;
+  app.add_option("--n-outputs-max", outputs_max, "logits rows per batch (llama-server: -np x (1 + drafted tokens); a library context such as llama-cpp-python: the batch size)");
   app.add_flag("--swa-full", swa_full, "full-size sliding-window cache (llama.cpp --swa-full)");
   app.add_option("--n-gpu-layers,--ngl", ngl, "layers on the GPU (default all; N < layers + 1 offloads the rest to RAM)");
   app.add_option("--tensor-split", tensor_split, "multi-GPU split (not modelled yet)");
@@ -88,7 +90,22 @@ int run(int argc, char** argv) {
       ->check(CLI::IsMember({"on", "off"}, CLI::ignore_case));
   std::optional<int> fit_target;
   app.add_option("--fit-target", fit_target, "with --fit on: MiB llama-server's fit keeps free per device (default: kvplan's margin and overheads)");
-  for (const char* flag : {"--split-mode", "--override-tensor", "--model-draft", "--fit-ctx"})
+  // Speculative decoding and a vision projector (llama-server -md / --mmproj).
+  std::string model_draft, mmproj, spec_type;
+  std::optional<std::string> weights_draft, ctkd, ctvd;
+  std::optional<int> ngld, draft_max;
+  bool no_mmproj_offload = false;
+  app.add_option("--model-draft", model_draft, "draft model for speculative decoding: catalog name, GGUF file name or path (llama-server -md)");
+  app.add_option("--weights-draft", weights_draft, "the draft's GGUF format when it is a catalog model (default Q8_0)");
+  app.add_option("--cache-type-k-draft,--ctkd", ctkd, "the draft's K cache type (llama-server -ctkd, default f16)");
+  app.add_option("--cache-type-v-draft,--ctvd", ctvd, "the draft's V cache type (llama-server -ctvd, default f16)");
+  app.add_option("--n-gpu-layers-draft,--ngld", ngld, "the draft's layers on the GPU (llama-server -ngld, default all)");
+  app.add_option("--spec-draft-n-max,--draft-max", draft_max, "tokens drafted per step (default 3)");
+  app.add_option("--spec-type", spec_type, "speculative decoding type: draft-simple (the draft model's)")
+      ->check(CLI::IsMember({"draft-simple"}).description("only draft-simple is modelled"));
+  app.add_option("--mmproj", mmproj, "vision projector GGUF (llama-server --mmproj)");
+  app.add_flag("--no-mmproj-offload", no_mmproj_offload, "keep the projector in RAM (llama-server --no-mmproj-offload)");
+  for (const char* flag : {"--split-mode", "--override-tensor", "--fit-ctx"})
     unmodelled.push_back(app.add_option(flag, unmodelled_values, "not modelled yet")->group(""));
   bool no_kv_offload = false, cpu_moe = false;
   unmodelled.push_back(app.add_flag("--no-kv-offload", no_kv_offload, "not modelled yet")->group(""));
@@ -181,6 +198,7 @@ int run(int argc, char** argv) {
   req.kv_unified = kv_unified;
   req.n_ubatch = ubatch;
   req.n_batch = batch;
+  req.n_outputs_max = outputs_max;
   req.swa_full = swa_full;
   req.allow_slow = allow_slow;
   req.top = top;
@@ -199,6 +217,18 @@ int run(int argc, char** argv) {
   req.backend = backend;
   std::error_code ec;
   if (!req.model.empty() && std::filesystem::exists(req.model, ec)) req.model_spec = kvplan::load_model_file(req.model, catalog, arch_engine);
+  if (!spec_type.empty() && model_draft.empty()) throw InputError("--spec-type", spec_type, "needs a draft model (--model-draft)");
+  req.model_draft = model_draft;
+  if (!model_draft.empty() && std::filesystem::exists(model_draft, ec))
+    req.model_draft_spec = kvplan::load_model_file(model_draft, catalog, arch_engine);
+  req.weights_draft = weights_draft;
+  req.cache_type_k_draft = ctkd;
+  req.cache_type_v_draft = ctvd;
+  req.n_gpu_layers_draft = ngld;
+  req.draft_max = draft_max;
+  if (!mmproj.empty()) req.mmproj = kvplan::load_projector_file(mmproj, catalog);
+  if (no_mmproj_offload && mmproj.empty()) throw InputError("--no-mmproj-offload", "", "needs --mmproj FILE");
+  req.mmproj_offload = !no_mmproj_offload;
 
   kvplan::Catalog calibrated;
   const kvplan::Catalog* use = &catalog;

@@ -130,6 +130,17 @@ std::string render_plan(const Plan& p) {
   if (const Option* rec = p.recommended()) {
     out += fmt::format("\nRecommended  #1: {} weights, {} tokens, K={} V={}, {}\n", rec->weights, rec->ctx_size, rec->cache_type_k,
                        rec->cache_type_v, loss_text(rec->quality));
+    // Extra components: what each adds to the totals above.
+    for (const char* component : {"draft", "mmproj"}) {
+      Bytes dev = 0, host = 0;
+      for (const auto& a : rec->allocations)
+        if (a.component == component) (a.pool == p.pools.front().id ? dev : host) += a.figure.bytes;
+      if (dev + host == 0) continue;
+      const bool draft = std::string(component) == "draft";
+      out += fmt::format("{}{} GiB on the device, {} GiB in RAM ({})\n", draft ? "Draft        " : "Projector    ", gib(dev), gib(host),
+                         draft ? p.resolved.draft_file + ", K=" + p.resolved.draft_type_k + " V=" + p.resolved.draft_type_v
+                               : p.resolved.mmproj_file);
+    }
     if (rec->max_concurrency > 0)
       out += fmt::format("Capacity     the KV pool holds {:.2f} conversations of {} tokens\n", rec->max_concurrency, rec->ctx_per_slot);
     for (const auto& l : rec->launches)

@@ -171,10 +171,13 @@ std::string to_json(const Plan& p, int indent) {
                   {"kv_unified", r.kv_unified},
                   {"n_ubatch", optional_json(r.n_ubatch)},
                   {"n_batch", optional_json(r.n_batch)},
+                  {"n_outputs_max", optional_json(r.n_outputs_max)},
                   {"swa_full", r.swa_full},
                   {"n_gpu_layers", optional_json(r.n_gpu_layers)},
                   {"n_cpu_moe", optional_json(r.n_cpu_moe)},
                   {"fit_placement", r.fit_placement},
+                  {"model_draft", r.model_draft_spec ? json(r.model_draft_spec->name) : r.model_draft.empty() ? json(nullptr) : json(r.model_draft)},
+                  {"mmproj", r.mmproj ? json(r.mmproj->path) : json(nullptr)},
                   {"fit_target_mib", optional_json(r.fit_target_mib)},
                   {"host_ram_bytes", optional_json(r.host_ram)},
                   {"rope_scaling", optional_json(r.rope_scaling)},
@@ -198,10 +201,17 @@ std::string to_json(const Plan& p, int indent) {
                    {"kv_unified", s.kv_unified},
                    {"n_ubatch", s.n_ubatch},
                    {"n_batch", s.n_batch},
+                   {"n_outputs_max", s.n_outputs_max},
                    {"swa_full", s.swa_full},
                    {"n_gpu_layers", optional_json(s.n_gpu_layers)},
                    {"n_cpu_moe", optional_json(s.n_cpu_moe)},
                    {"placement", s.placement},
+                   {"draft", s.draft_max > 0 ? json{{"file", s.draft_file}, {"weights", s.draft_weights},
+                                                    {"cache_type_k", s.draft_type_k}, {"cache_type_v", s.draft_type_v},
+                                                    {"n_gpu_layers", optional_json(s.n_gpu_layers_draft)},
+                                                    {"draft_max", s.draft_max}}
+                                              : json(nullptr)},
+                   {"mmproj", s.mmproj_file.empty() ? json(nullptr) : json{{"file", s.mmproj_file}, {"offload", s.mmproj_offload}}},
                    {"fit_target_mib", s.fit_target_mib > 0 ? json(s.fit_target_mib) : json(nullptr)},
                    {"mode", p.mode}};
   const ModelSpec& m = *p.model;
@@ -235,6 +245,8 @@ std::string to_json(const Plan& p, int indent) {
   }
   j["pools"] = pools;
   j["components"] = json::array({{{"id", "main"}, {"model", m.id}}});
+  if (p.resolved.draft_max > 0) j["components"].push_back({{"id", "draft"}, {"model", p.resolved.draft_file}});
+  if (!p.resolved.mmproj_file.empty()) j["components"].push_back({{"id", "mmproj"}, {"model", p.resolved.mmproj_file}});
   json options = json::array();
   for (size_t i = 0; i < p.options.size(); ++i) options.push_back(option_json(p, p.options[i], static_cast<int>(i + 1)));
   j["options"] = options;

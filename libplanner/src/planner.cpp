@@ -65,6 +65,16 @@ struct Setup {
   bool rotation_rule = false;
   WeightFormat file_format;  // a GGUF's own format when it is not in the catalog (quality unknown)
   Placement placement;       // which layers and experts live on the GPU
+  struct Draft {             // speculative decoding: the draft model and its context's settings
+    const ModelSpec* model = nullptr;
+    const WeightFormat* catalog_format = nullptr;  // nullptr: the file's own (file_format)
+    WeightFormat file_format;
+    Placement placement;
+    std::string type_k = "f16", type_v = "f16";
+    const WeightFormat& format() const { return catalog_format ? *catalog_format : file_format; }
+  };
+  std::optional<Draft> draft;
+  std::vector<std::string> warnings;  // plan-level notes found while resolving
 };
 
 struct Candidate {  // one (weights, K, V, flash attention) combination the engine accepts
@@ -121,22 +131,22 @@ std::vector<Pool> make_pools(const Setup& s, const Request& r, Bytes total, cons
 }
 
 // A pasted GGUF name ("Qwen2.5-Coder-32B-Instruct-Q4_K_M.gguf") names the model and the weight format.
-void split_gguf_name(const Catalog& c, Request& r) {
+void split_gguf_name(const Catalog& c, std::string& model, std::optional<std::string>& weights, const std::string& weights_flag) {
   const std::string ext = ".gguf";
-  const std::string& m = r.model;
+  const std::string m = model;
   if (m.size() <= ext.size() || m.compare(m.size() - ext.size(), ext.size(), ext) != 0) return;
   const std::string stem = m.substr(0, m.size() - ext.size());
   for (const auto& f : c.weight_formats) {
     const std::string suffix = "-" + f.id;
     if (stem.size() > suffix.size() && stem.compare(stem.size() - suffix.size(), suffix.size(), suffix) == 0) {
-      if (r.weights && *r.weights != f.id)
-        throw InputError("--weights", *r.weights, "disagrees with the file name '" + m + "' (" + f.id + ")");
-      r.model = stem.substr(0, stem.size() - suffix.size());
-      r.weights = f.id;
+      if (weights && *weights != f.id)
+        throw InputError(weights_flag, *weights, "disagrees with the file name '" + m + "' (" + f.id + ")");
+      model = stem.substr(0, stem.size() - suffix.size());
+      weights = f.id;
       return;
     }
   }
-  r.model = stem;
+  model = stem;
 }
 
 // -ngl and the rope flags must describe what kvplan models: full offload, the model's documented scaling.
@@ -220,11 +230,58 @@ engines::PairCheck check_runtime_pair(const Setup& s, const std::string& k, cons
   return out;
 }
 
+// The draft model of speculative decoding: llama-server loads it with the main context's parameters, its own
+// cache types (-ctkd/-ctvd, default f16) and layers (-ngld) (common/speculative.cpp
+// common_base_params_to_speculative), and refuses a vocabulary that differs from the target's by more than
+// 128 tokens (common_speculative_are_compatible, SPEC_VOCAB_MAX_SIZE_DIFFERENCE).
+void resolve_draft(const Catalog& c, Setup& s) {
+  const Request& r = s.request;
+  const std::string name = r.model_draft_spec ? r.model_draft_spec->name : r.model_draft;
+  if (s.runtime) throw InputError("--model-draft", name, "speculative decoding is planned for llama.cpp only, not " + s.runtime->name);
+  Setup::Draft d;
+  d.model = r.model_draft_spec ? r.model_draft_spec.get() : &c.model(r.model_draft, "--model-draft");
+  if (!s.engine->arch(d.model->arch))
+    throw InputError("--model-draft", name, fmt::format("architecture '{}' is not modelled yet", d.model->arch));
+  if (std::abs(d.model->vocab - s.model->vocab) > 128)
+    throw InputError("--model-draft", name,
+                     fmt::format("has {} vocabulary tokens against {}'s {}: llama.cpp refuses a draft whose vocabulary differs by more "
+                                 "than 128 ('draft model vocab type must match target model')", d.model->vocab, s.model->name, s.model->vocab));
+  if (!d.model->file_tensors.empty()) {
+    if (r.weights_draft && *r.weights_draft != d.model->file_format)
+      throw InputError("--weights-draft", *r.weights_draft, "disagrees with the draft file, which is " + d.model->file_format);
+    d.file_format.id = d.model->file_format;
+    d.catalog_format = c.find_weight_format(d.model->file_format);
+  } else {
+    if (!r.weights_draft) s.warnings.push_back(fmt::format("draft weights assumed Q8_0 (give --weights-draft or the draft's GGUF file)"));
+    d.catalog_format = &c.weight_format(r.weights_draft.value_or("Q8_0"), "--weights-draft");
+  }
+  for (const auto* t : {&r.cache_type_k_draft, &r.cache_type_v_draft})
+    if (*t && std::find(s.engine->cache_types.begin(), s.engine->cache_types.end(), **t) == s.engine->cache_types.end())
+      throw InputError(t == &r.cache_type_k_draft ? "--cache-type-k-draft" : "--cache-type-v-draft", **t, "unknown cache type",
+                       s.engine->cache_types, closest_match(**t, s.engine->cache_types));
+  d.type_k = r.cache_type_k_draft.value_or("f16");
+  d.type_v = r.cache_type_v_draft.value_or("f16");
+  if (r.n_gpu_layers_draft && *r.n_gpu_layers_draft < -1)
+    throw InputError("--n-gpu-layers-draft", std::to_string(*r.n_gpu_layers_draft), "must be a layer count, or -1 for all");
+  if (r.draft_max && (*r.draft_max < 1 || *r.draft_max > 256))
+    throw InputError("--draft-max", std::to_string(*r.draft_max), "must be 1..256");
+  d.placement = Placement::for_request(*d.model, r.n_gpu_layers_draft, std::nullopt);
+  s.resolved.draft_file = r.model_draft_spec && !r.model_draft_spec->file_paths.empty() ? r.model_draft_spec->file_paths.front()
+                                                                                        : engines::gguf_file_name(*d.model, d.format().id);
+  s.resolved.draft_weights = d.format().id;
+  s.resolved.draft_type_k = d.type_k;
+  s.resolved.draft_type_v = d.type_v;
+  s.resolved.n_gpu_layers_draft = r.n_gpu_layers_draft;
+  s.resolved.draft_max = r.draft_max.value_or(3);  // common_params_speculative_draft::n_max
+  s.draft = d;
+}
+
 Setup resolve(const Catalog& c, const Request& request) {
   Setup s;
   s.catalog = &c;
   s.request = request;
-  split_gguf_name(c, s.request);
+  split_gguf_name(c, s.request.model, s.request.weights, "--weights");
+  if (!s.request.model_draft.empty()) split_gguf_name(c, s.request.model_draft, s.request.weights_draft, "--weights-draft");
   const Request& r = s.request;
   if (r.model.empty()) throw InputError("--model", "", "is required (a catalog name such as qwen2.5-coder-32b)");
   if (r.gpu.empty()) throw InputError("--gpu", "", "is required (a GPU name such as rtx4090, or a size such as 24GB)");
@@ -256,6 +313,14 @@ Setup resolve(const Catalog& c, const Request& request) {
                      archs);
   }
   s.task = &c.task(r.task);
+  if (!r.model_draft.empty() || r.model_draft_spec) resolve_draft(c, s);
+  else if (r.weights_draft || r.cache_type_k_draft || r.cache_type_v_draft || r.n_gpu_layers_draft || r.draft_max)
+    throw InputError("--model-draft", "", "is missing: the draft flags (--weights-draft, -ctkd, -ctvd, -ngld, --draft-max) need a draft model");
+  if (r.mmproj && s.own_memory) throw InputError("--mmproj", r.mmproj->path, "vision projectors are planned for llama.cpp only");
+  if (r.mmproj) {
+    s.resolved.mmproj_file = r.mmproj->path;
+    s.resolved.mmproj_offload = r.mmproj_offload;
+  }
   if (r.n_parallel < 1 || r.n_parallel > 256) throw InputError("--parallel", std::to_string(r.n_parallel), "must be 1..256");
   if (r.tensor_parallel != 1) {
     // Tensor parallelism: vLLM and SGLang split heads over identical GPUs (multi-GPU llama.cpp is not modelled).
@@ -330,6 +395,11 @@ Setup resolve(const Catalog& c, const Request& request) {
   s.resolved.kv_unified = r.kv_unified;
   s.resolved.n_ubatch = ub;
   s.resolved.n_batch = b;
+  // tools/server/server-context.cpp server_output_limits -> common_speculative_get_output_limits:
+  // n_outputs_max = min(n_batch, n_parallel · (1 + n_draft)), n_draft 0 without speculative decoding.
+  if (r.n_outputs_max && (*r.n_outputs_max < 1 || *r.n_outputs_max > b))
+    throw InputError("--n-outputs-max", std::to_string(*r.n_outputs_max), fmt::format("must be 1..{} (the batch size)", b));
+  s.resolved.n_outputs_max = r.n_outputs_max.value_or(std::min(b, r.n_parallel * (1 + s.resolved.draft_max)));
   s.resolved.swa_full = r.swa_full;
   s.resolved.n_gpu_layers = r.n_gpu_layers;
   s.resolved.n_cpu_moe = r.n_cpu_moe;
@@ -464,6 +534,66 @@ Option account_runtime(const Setup& s, const Candidate& c, int ctx) {
   return o;
 }
 
+// The draft model's own context (component "draft"): the main context's n_ctx, slots, batch and flash
+// attention with its cache types; its reserve graph computes logits for n_parallel rows
+// (common_base_params_to_speculative: n_outputs_max = n_parallel); its weights by -ngld.
+void add_draft(const Setup& s, const Candidate& c, int ctx, Option& o) {
+  const Setup::Draft& d = *s.draft;
+  const ModelSpec& dm = *d.model;
+  const EngineSpec& e = *s.engine;
+  const Request& r = s.request;
+  const GgmlType& tk = e.type(d.type_k, "--cache-type-k-draft");
+  const GgmlType& tv = e.type(d.type_v, "--cache-type-v-draft");
+  ContextShape shape = context_shape(dm, e, ctx, r.n_parallel, r.kv_unified, s.resolved.n_ubatch, s.resolved.n_batch, r.swa_full,
+                                     c.flash_attn);
+  shape.n_outputs = std::min(shape.n_ubatch, std::max(1, r.n_parallel));
+  const BackendSpec& cpu = e.backend("cpu");
+  const KvCacheBytes kv = kv_cache_bytes(dm, e, shape, tk, tv, c.flash_attn, *s.backend, d.placement.first_gpu_layer);
+  const KvCacheBytes kv_host = kv_cache_bytes(dm, e, shape, tk, tv, c.flash_attn, cpu, 0, d.placement.first_gpu_layer);
+  const ComputeBytes compute = compute_bytes(dm, e, shape, tk, tv, c.flash_attn, *s.backend);
+  const WeightBytes w = weight_bytes(dm, d.format(), e, *s.backend, d.placement);
+  auto put = [&](const std::string& what, const std::string& pool, const Figure& f) {
+    if (f.bytes != 0) o.allocations.push_back({"draft", what, pool, f});
+  };
+  put("weights", s.device_pool, w.device);
+  put("weights_host", s.host_pool, w.host);
+  auto put_kv = [&](const KvCacheBytes& k, const std::string& pool) {
+    put("k_cache", pool, k.k);
+    put("v_cache", pool, k.v);
+    put("swa_k_cache", pool, k.swa_k);
+    put("swa_v_cache", pool, k.swa_v);
+    put("state", pool, k.state);
+  };
+  put_kv(kv, s.device_pool);
+  put_kv(kv_host, s.host_pool);
+  put("compute", s.device_pool, compute.device);
+  put("compute_host", s.host_pool, compute.host);
+  put("output", s.host_pool, output_bytes(dm, shape));
+}
+
+// The vision projector (component "mmproj", tools/mtmd/clip.cpp): its tensors on the GPU unless
+// --no-mmproj-offload, and the compute buffer of the encoder's warm-up graph, estimated for one image of
+// the configured size: n_patches rows through the FFN and beside attention, plus the f32 KQ without flash
+// attention (n_patches² · heads).
+void add_projector(const Setup& s, const Candidate& c, Option& o) {
+  const ProjectorSpec& p = *s.request.mmproj;
+  const EngineSpec& e = *s.engine;
+  const BackendSpec& backend = s.request.mmproj_offload ? *s.backend : e.backend("cpu");
+  const std::string& pool = s.request.mmproj_offload ? s.device_pool : s.host_pool;
+  Figure weights;
+  for (const auto& t : p.tensors) {
+    const Figure f = tensor_bytes(e.type(t.type, "--mmproj"), t.ne0, t.nrows, backend);
+    weights.bytes += f.bytes;
+    weights.unpadded += f.unpadded;
+  }
+  weights.high = weights.bytes;
+  o.allocations.push_back({"mmproj", "weights", pool, weights});
+  const double n = p.n_patches() + 1.0;
+  const double bytes = n * (2.0 * p.ff + 6.0 * p.embd) * 4 + (c.flash_attn ? 0 : n * n * p.heads * 4);
+  if (bytes > 0)
+    o.allocations.push_back({"mmproj", "compute", pool, Figure::estimate(static_cast<Bytes>(bytes), static_cast<Bytes>(bytes * 1.5))});
+}
+
 Option account(const Setup& s, const Candidate& c, int ctx) {
   if (s.own_memory) return account_runtime(s, c, ctx);
   const ModelSpec& m = *s.model;
@@ -472,7 +602,12 @@ Option account(const Setup& s, const Candidate& c, int ctx) {
   const GgmlType& tk = e.type(c.k, "--cache-type-k");
   const GgmlType& tv = e.type(c.v, "--cache-type-v");
   const ContextShape shape =
-      context_shape(m, e, ctx, r.n_parallel, r.kv_unified, s.resolved.n_ubatch, s.resolved.n_batch, r.swa_full, c.flash_attn);
+      [&] {
+        ContextShape sh = context_shape(m, e, ctx, r.n_parallel, r.kv_unified, s.resolved.n_ubatch, s.resolved.n_batch, r.swa_full,
+                                        c.flash_attn);
+        sh.n_outputs = std::min(sh.n_ubatch, s.resolved.n_outputs_max);
+        return sh;
+      }();
   const Placement& place = s.placement;
   const BackendSpec& cpu = e.backend("cpu");
   // KV of each layer lives on that layer's device (offload_kqv, llama-kv-cache.cpp dev_layer(il)).
@@ -524,6 +659,8 @@ Option account(const Setup& s, const Candidate& c, int ctx) {
   put("compute", s.device_pool, compute.device);
   put("compute_host", s.host_pool, compute.host);
   put("output", s.host_pool, output_bytes(m, shape));
+  if (s.draft) add_draft(s, c, ctx, o);
+  if (r.mmproj) add_projector(s, c, o);
   sum_pools(s, o);
   return o;
 }
@@ -703,6 +840,7 @@ Plan plan(const Catalog& catalog, const Request& request) {
   out.model = s.model;
   out.task = s.task;
   out.pools = s.pools;
+  out.warnings.insert(out.warnings.end(), s.warnings.begin(), s.warnings.end());
   if (!s.backend->verified && !s.own_memory)
     out.warnings.push_back(fmt::format("{} kernel rules are not verified against llama.cpp source; treat feasibility as a guess", s.backend->name));
 
@@ -773,6 +911,14 @@ Plan plan(const Catalog& catalog, const Request& request) {
           // Without attention layers the cache types and flash attention act on nothing.
           engines::PairCheck check = check_pair(k, v, fa);
           if (!any_attention && !check.ok && check.slow) check = engines::PairCheck{true, false, {}, {}};  // no attention kernel is ever run
+          if (check.ok && s.draft) {
+            // The draft context runs with the same flash-attention setting and its own cache types.
+            engines::PairCheck d = engines::check_pair(*s.engine, *s.backend, *s.draft->model, r.build, s.draft->type_k, s.draft->type_v, fa);
+            if (!d.ok) {
+              d.reason = "the draft model: " + d.reason;
+              check = d;
+            }
+          }
           if (!check.ok && !(check.slow && r.allow_slow)) {
             if (f == formats.front()) refusals.push_back(check);
             continue;

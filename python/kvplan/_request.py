@@ -26,6 +26,15 @@ class Options(TypedDict, total=False):
     tensor_parallel: int | None  # vLLM/SGLang: GPUs of the kind gpu= names to split the model over
     fit_placement: bool | None  # --fit on: llama-server's fit places the layers, with kvplan's --fit-target
     fit_target_mib: int | None  # --fit-target: MiB llama-server's fit keeps free (needs fit_placement)
+    n_outputs_max: int | None  # logits rows per batch (llama-server: n_parallel; a library context: n_batch)
+    model_draft: PathLike | None  # speculative decoding: a draft model (catalog name, GGUF file name or path)
+    weights_draft: str | None  # the draft's GGUF format when it is a catalog model (default Q8_0)
+    cache_type_k_draft: str | None  # -ctkd
+    cache_type_v_draft: str | None  # -ctvd
+    n_gpu_layers_draft: int | None  # -ngld
+    draft_max: int | None  # tokens drafted per step (default 3)
+    mmproj: PathLike | None  # a vision projector GGUF (--mmproj)
+    mmproj_offload: bool | None  # False keeps the projector in RAM (--no-mmproj-offload)
     kv_unified: bool | None
     n_ubatch: int | None
     n_batch: int | None
@@ -62,7 +71,10 @@ FLAG_OF_KEYWORD: Mapping[str, str] = {
     "cache_type_k": "--cache-type-k", "cache_type_v": "--cache-type-v", "flash_attn": "--flash-attn",
     "n_parallel": "--parallel", "tensor_parallel": "--tensor-parallel-size", "fit_placement": "--fit",
     "fit_target_mib": "--fit-target", "kv_unified": "--kv-unified", "n_ubatch": "--ubatch-size",
-    "n_batch": "--batch-size",
+    "n_batch": "--batch-size", "n_outputs_max": "--n-outputs-max", "model_draft": "--model-draft",
+    "weights_draft": "--weights-draft", "cache_type_k_draft": "--cache-type-k-draft",
+    "cache_type_v_draft": "--cache-type-v-draft", "n_gpu_layers_draft": "--n-gpu-layers-draft",
+    "draft_max": "--spec-draft-n-max", "mmproj": "--mmproj", "mmproj_offload": "--no-mmproj-offload",
     "swa_full": "--swa-full", "n_gpu_layers": "--n-gpu-layers", "cpu_moe": "--cpu-moe", "n_cpu_moe": "--n-cpu-moe",
     "rope_scaling": "--rope-scaling", "rope_scale": "--rope-scale", "yarn_orig_ctx": "--yarn-orig-ctx",
     "engine": "--engine", "backend": "--backend", "build": "--build", "allow_slow": "--allow-slow",
@@ -128,7 +140,18 @@ def request(cat: _core.Catalog, **given: object) -> _core.Request:
     if isinstance(model, str) and model and os.path.exists(model):
         name = str(given.get("engine") or req.engine)
         # model files are read with llama.cpp's architecture table whatever the engine
-        req.model_spec = _core.load_model_file(model, cat, "llama.cpp" if cat.runtime(name, "engine") else name)
+        req.model_spec = _core.load_model_file(model, cat, "llama.cpp" if cat.runtime(name, "--engine") else name)
+    arch_engine = str(given.get("engine") or req.engine)
+    arch_engine = "llama.cpp" if cat.runtime(arch_engine, "--engine") else arch_engine
+    draft = given.pop("model_draft", None)
+    if draft is not None:
+        draft = os.fspath(draft)  # type: ignore[call-overload]
+        if os.path.exists(draft):
+            req.model_draft_spec = _core.load_model_file(draft, cat, arch_engine)
+        req.model_draft = draft
+    projector = given.pop("mmproj", None)
+    if projector is not None:
+        req.mmproj = _core.load_projector_file(os.fspath(projector), cat)  # type: ignore[call-overload]
     given["n_cpu_moe"] = _cpu_moe(given.pop("cpu_moe", None), given.get("n_cpu_moe"))
     for keyword, value in given.items():
         if value is None:

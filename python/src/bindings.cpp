@@ -50,6 +50,18 @@ PYBIND11_MODULE(_core, m) {
       .def_readwrite("flash_attn", &Request::flash_attn)
       .def_readwrite("n_parallel", &Request::n_parallel)
       .def_readwrite("fit_placement", &Request::fit_placement)
+      .def_readwrite("n_outputs_max", &Request::n_outputs_max)
+      .def_readwrite("model_draft", &Request::model_draft)
+      .def_property("model_draft_spec", [](const Request& r) { return std::const_pointer_cast<ModelSpec>(r.model_draft_spec); },
+                    [](Request& r, std::shared_ptr<ModelSpec> spec) { r.model_draft_spec = std::move(spec); })
+      .def_readwrite("weights_draft", &Request::weights_draft)
+      .def_readwrite("cache_type_k_draft", &Request::cache_type_k_draft)
+      .def_readwrite("cache_type_v_draft", &Request::cache_type_v_draft)
+      .def_readwrite("n_gpu_layers_draft", &Request::n_gpu_layers_draft)
+      .def_readwrite("draft_max", &Request::draft_max)
+      .def_property("mmproj", [](const Request& r) { return std::const_pointer_cast<ProjectorSpec>(r.mmproj); },
+                    [](Request& r, std::shared_ptr<ProjectorSpec> spec) { r.mmproj = std::move(spec); })
+      .def_readwrite("mmproj_offload", &Request::mmproj_offload)
       .def_readwrite("fit_target_mib", &Request::fit_target_mib)
       .def_readwrite("tensor_parallel", &Request::tensor_parallel)
       .def_readwrite("kv_unified", &Request::kv_unified)
@@ -155,6 +167,7 @@ PYBIND11_MODULE(_core, m) {
       .def_readonly("kv_unified", &Resolved::kv_unified)
       .def_readonly("n_ubatch", &Resolved::n_ubatch)
       .def_readonly("n_batch", &Resolved::n_batch)
+      .def_readonly("n_outputs_max", &Resolved::n_outputs_max)
       .def_readonly("swa_full", &Resolved::swa_full)
       .def_readonly("gpu_size_only", &Resolved::gpu_size_only)
       .def_readonly("n_gpu_layers", &Resolved::n_gpu_layers)
@@ -314,6 +327,13 @@ PYBIND11_MODULE(_core, m) {
         },
         py::arg("path"), py::arg("catalog"), py::arg("engine") = "llama.cpp");
   m.def("model_to_json", &model_to_json, py::arg("model"), py::arg("indent") = 2);
+  py::class_<ProjectorSpec, std::shared_ptr<ProjectorSpec>>(m, "ProjectorSpec")
+      .def_readonly("path", &ProjectorSpec::path)
+      .def_readonly("projector_type", &ProjectorSpec::projector_type)
+      .def("n_patches", &ProjectorSpec::n_patches);
+  m.def("load_projector_file",
+        [](const std::string& path, const Catalog& catalog) { return std::const_pointer_cast<ProjectorSpec>(load_projector_file(path, catalog)); },
+        py::arg("path"), py::arg("catalog"));
   m.def("parse_size", &parse_size, py::arg("text"), py::arg("field"));
   // for the input errors of the Python layer's own parsing: the library's exception, so the library's message
   m.def("raise_input_error",

@@ -23,9 +23,12 @@ ALIASES = {"-m": "--model", "-c": "--ctx-size", "--ctx": "--ctx-size", "-ctk": "
            "--fa": "--flash-attn", "-np": "--parallel", "--np": "--parallel", "-kvu": "--kv-unified",
            "-ub": "--ubatch-size", "--ub": "--ubatch-size", "-b": "--batch-size", "-ngl": "--n-gpu-layers",
            "--ngl": "--n-gpu-layers", "-ncmoe": "--n-cpu-moe", "-cmoe": "--cpu-moe",
-           "--tp": "--tensor-parallel-size"}
+           "--tp": "--tensor-parallel-size", "-md": "--model-draft", "-ctkd": "--cache-type-k-draft",
+           "--ctkd": "--cache-type-k-draft", "-ctvd": "--cache-type-v-draft", "--ctvd": "--cache-type-v-draft",
+           "-ngld": "--n-gpu-layers-draft", "--ngld": "--n-gpu-layers-draft", "--draft-max": "--spec-draft-n-max",
+           "-mm": "--mmproj"}
 SWITCHES = {"kv_unified", "swa_full", "allow_slow", "cpu_moe"}
-INTS = {"ctx_size", "n_parallel", "tensor_parallel", "fit_target_mib", "n_ubatch", "n_batch", "top", "yarn_orig_ctx", "n_cpu_moe"}
+INTS = {"ctx_size", "n_parallel", "tensor_parallel", "fit_target_mib", "n_outputs_max", "n_gpu_layers_draft", "draft_max", "n_ubatch", "n_batch", "top", "yarn_orig_ctx", "n_cpu_moe"}
 SUBCOMMANDS = {"models", "gpus", "engines", "explain", "--help", "--version"}
 
 
@@ -60,6 +63,15 @@ def keywords(args: list[str]) -> dict[str, Any]:
         flag = args[i]
         if flag in SUBCOMMANDS:
             raise NotInPython(flag)
+        if flag == "--spec-type":  # the draft model's type: draft-simple is the only one planned, the request is the same
+            if not {"-md", "--model-draft"} & set(args):
+                raise NotInPython(flag)  # the CLI's own check
+            i += 2
+            continue
+        if flag == "--no-mmproj-offload":
+            out["mmproj_offload"] = False
+            i += 1
+            continue
         if flag == "--fit":  # llama-server's placement switch: on hands placement to its fit
             out["fit_placement"] = args[i + 1].lower() == "on"
             i += 2

@@ -56,12 +56,12 @@ def test_repr_and_html(mission: kvplan.Plan) -> None:
     assert text.startswith("<kvplan.Plan mode=rank, fits: Qwen2.5-Coder-32B-Instruct")
     assert mission.recommended is not None and mission.recommended.launch in text
     assert "mild (~1.9%)" in text
-    assert re.match(r"<kvplan.Option #1: IQ4_NL, 32768 tokens, K=q8_0 V=q8_0, FA on, total \d+\.\d\d GiB",
+    assert re.match(r"<kvplan.Option #1: Q4_K_M, 32768 tokens, K=q8_0 V=q8_0, FA on, total \d+\.\d\d GiB",
                     repr(mission.recommended))
     page = mission._repr_html_()
     assert page.count("<tr") >= len(mission.options) + 1
     assert "Recommended" in page and "K cache" in page
-    assert "<pre>llama-server -m Qwen2.5-Coder-32B-Instruct-IQ4_NL.gguf" in page
+    assert "<pre>llama-server -m Qwen2.5-Coder-32B-Instruct-Q4_K_M.gguf" in page
     assert "<table>" in mission.recommended._repr_html_()
 
 
@@ -81,19 +81,19 @@ def test_breakdown_of_one_configuration() -> None:
     k = next(a for a in o.allocations if a.what == "k_cache")
     assert k.accuracy == "exact" and k.bytes == o.memory.k_cache_bytes
     too_big = kvplan.breakdown(gpu="rtx4090", model="qwen2.5-coder-32b", weights="Q4_K_M", ctx_size=32768,
-                               cache_type_k="q8_0", cache_type_v="q8_0")
+                               cache_type_k="f16", cache_type_v="f16")
     assert not too_big.fits and too_big.memory.headroom_bytes < 0
 
 
 def test_max_context_is_the_inverse_query() -> None:
-    p = kvplan.max_context(gpu="rtx4090", model="qwen2.5-coder-32b", cache_type_k="q8_0", cache_type_v="q8_0",
+    p = kvplan.max_context(gpu="rtx4090", model="qwen2.5-coder-32b", cache_type_k="f16", cache_type_v="f16",
                            weights="Q4_K_M")
     assert p.mode == "max_context" and p.recommended is not None
     best = p.recommended.ctx_size
     assert kvplan.breakdown(gpu="rtx4090", model="qwen2.5-coder-32b", weights="Q4_K_M", ctx_size=best,
-                            cache_type_k="q8_0", cache_type_v="q8_0", flash_attn="on").fits
+                            cache_type_k="f16", cache_type_v="f16", flash_attn="on").fits
     assert not kvplan.breakdown(gpu="rtx4090", model="qwen2.5-coder-32b", weights="Q4_K_M", ctx_size=best + 256,
-                                cache_type_k="q8_0", cache_type_v="q8_0", flash_attn="on").fits
+                                cache_type_k="f16", cache_type_v="f16", flash_attn="on").fits
 
 
 def test_placement_keywords() -> None:

@@ -140,6 +140,24 @@ TEST_CASE("compute buffer estimates against CUDA logs (formulas.md §1.4)") {
   // FA off at 32k: 32768·512·40·4 = 2560 MiB + ~60 MiB (formulas.md §7.1 "about 2.6 GiB")
   c = compute_bytes(coder, kvtest::engine(), s, kvtest::type("f16"), kvtest::type("f16"), false, kvtest::cuda());
   CHECK(mib(c.device.bytes) == Approx(2620.0).margin(20));
+  // llama-server at b10454 reserves logits for min(n_batch, n_parallel · (1 + n_draft)) rows
+  // (tools/server/server-context.cpp server_output_limits; llama-context.cpp n_outputs_pp): one row with -np 1,
+  // so the FA-on peak is the attention stage: the f16 copies 32768 · 2048 · 2 = 134 217 728 B plus
+  // (4 · 5120 + 2 · 40 · 128) · 512 · 4 = 62 914 560 B of rows beside it = 197 132 288 B.
+  s = context_shape(coder, kvtest::engine(), 32768, 1, false, 512, 2048, false);
+  s.n_outputs = 1;
+  c = compute_bytes(coder, kvtest::engine(), s, kvtest::type("q8_0"), kvtest::type("q8_0"), true, kvtest::cuda());
+  CHECK(c.device.bytes == 197132288);
+  // f16 cache: no copies; the FFN stage (2 · 27648 + 6 · 5120) · 512 · 4 = 176 160 768 B.
+  c = compute_bytes(coder, kvtest::engine(), s, kvtest::type("f16"), kvtest::type("f16"), true, kvtest::cuda());
+  CHECK(c.device.bytes == 176160768);
+  Request r;
+  r.gpu = "24GB";
+  r.model = "qwen2.5-coder-32b";
+  r.n_parallel = 3;
+  CHECK(plan(kvtest::catalog(), r).resolved.n_outputs_max == 3);
+  r.n_outputs_max = 4096;
+  CHECK_THROWS_WITH(plan(kvtest::catalog(), r), Catch::Contains("--n-outputs-max") && Catch::Contains("1..2048"));
 }
 
 TEST_CASE("output buffer: n_vocab · n_seq · 4 bytes in pinned host memory (formulas.md §1.3)") {

@@ -4,7 +4,7 @@
 For every measured context this runs
 
     build/kvplan --model MODEL.gguf --backend cpu --gpu 64GB --ctx-size N -ctk K -ctv V -fa on|off
-                 -np S [-kvu] -ub U --batch-size B [--swa-full] --json
+                 -np S [-kvu] -ub U --batch-size B --n-outputs-max min(N, B) [--swa-full] --json
 
 and checks the targets of the validation:
 

@@ -75,7 +75,10 @@ class Config:
     def kvplan_args(self) -> list[str]:
         args = ["--ctx-size", str(self.ctx), "-ctk", self.type_k, "-ctv", self.type_v,
                 "-fa", "on" if self.fa else "off", "-np", str(self.n_seq), "-ub", str(self.ubatch),
-                "--batch-size", str(self.batch)]
+                "--batch-size", str(self.batch),
+                # measure.py creates library contexts (n_outputs_max 0 = n_batch, clamped by the context), not
+                # llama-server's (n_parallel): the reserve graph's logits rows follow.
+                "--n-outputs-max", str(min(self.ctx, self.batch))]
         if self.unified:
             args.append("-kvu")
         if self.swa_full:

@@ -100,6 +100,14 @@ struct ModelSpec {
   int max_ctx() const { return ctx_extended > 0 ? ctx_extended : ctx_native; }
 };
 
+// A vision projector (--mmproj): a clip GGUF read from its header (tools/mtmd/clip-impl.h keys).
+struct ProjectorSpec {
+  std::string path, projector_type;
+  std::vector<WeightTensor> tensors;
+  int image_size = 0, patch_size = 0, embd = 0, ff = 0, heads = 0, layers = 0;
+  int n_patches() const { return patch_size > 0 ? (image_size / patch_size) * (image_size / patch_size) : 0; }
+};
+
 // ---------- GPUs ----------
 struct GpuSpec {
   std::string id, name, vendor, backend, memory_kind, total_source, compute_capability, arch, source;

@@ -19,6 +19,8 @@ struct ContextShape {
   bool unified = false;
   int n_ubatch = 512, n_batch = 2048;
   int swa_cells = 0;   // cells per stream of the sliding-window cache (0 without SWA layers)
+  int n_outputs = 0;   // rows the reserve graph computes logits for: min(n_ubatch, n_outputs_max); n_ubatch
+                       // for a library context (n_outputs_max 0 = n_batch)
 };
 ContextShape context_shape(const ModelSpec& model, const EngineSpec& engine, int ctx_requested,
                            int n_parallel, bool unified, int n_ubatch, int n_batch, bool swa_full,

@@ -48,6 +48,9 @@ GgufHeader read_gguf_header(const std::string& path);
 std::shared_ptr<const ModelSpec> load_model_file(const std::string& path, const Catalog& catalog,
                                                  const std::string& engine = "llama.cpp");
 
+// A vision projector GGUF (general.architecture "clip"), header only: its tensors and vision encoder shape.
+std::shared_ptr<const ProjectorSpec> load_projector_file(const std::string& path, const Catalog& catalog);
+
 // Derive the model from parsed GGUF headers (the first split first).
 ModelSpec model_from_gguf(const std::vector<GgufHeader>& splits, const std::vector<std::string>& paths, const Catalog& catalog,
                           const EngineSpec& engine);

@@ -36,6 +36,8 @@ struct Request {
   bool kv_unified = false;           // -kvu
   std::optional<int> n_ubatch;       // -ub (engine default 512)
   std::optional<int> n_batch;        // -b  (engine default 2048)
+  std::optional<int> n_outputs_max;  // logits rows a batch may ask for (default: llama-server's n_parallel · (1 + n_draft);
+                                     // a library context such as llama-cpp-python's uses n_batch)
   bool swa_full = false;             // --swa-full
   bool allow_slow = false;           // offer pairs that run off the fast path
   std::optional<int> n_gpu_layers;   // -ngl: layers on the GPU (-1 or >= layers + 1: all, with the output layer)
@@ -48,6 +50,17 @@ struct Request {
   std::optional<Bytes> reserve;      // memory kept for the display / other processes
   std::optional<Bytes> free;         // what is actually free on the GPU (replaces total − reserve)
   std::optional<Bytes> host_ram;     // --ram: the host pool's size (default: unbounded, reported only)
+  // Speculative decoding (llama-server -md): a draft model with its own context (common/speculative.cpp
+  // common_speculative_init_result: the main context's parameters with the draft's cache types and layers).
+  std::string model_draft;                            // catalog name, GGUF file name, or (CLI/Python) a path
+  std::shared_ptr<const ModelSpec> model_draft_spec;  // the draft read from a file
+  std::optional<std::string> weights_draft;           // its GGUF format (a catalog draft; default Q8_0, said so)
+  std::optional<std::string> cache_type_k_draft;      // -ctkd (default f16)
+  std::optional<std::string> cache_type_v_draft;      // -ctvd (default f16)
+  std::optional<int> n_gpu_layers_draft;              // -ngld (default all)
+  std::optional<int> draft_max;                       // --draft-max: tokens drafted per step (default 3)
+  std::shared_ptr<const ProjectorSpec> mmproj;        // --mmproj FILE (load_projector_file)
+  bool mmproj_offload = true;                         // --no-mmproj-offload keeps it in RAM
   int top = 5;                       // options to return
 };
 
@@ -80,7 +93,7 @@ struct Pool {
 
 // Every allocation lands in one pool and belongs to one component.
 struct Allocation {
-  std::string component;  // "main" (later: "draft", "mmproj")
+  std::string component;  // "main", "draft" (speculative decoding), "mmproj" (vision projector)
   std::string what;       // weights | k_cache | v_cache | swa_k_cache | swa_v_cache | state | compute | output
   std::string pool;
   Figure figure;
@@ -148,11 +161,17 @@ struct Resolved {
   int tensor_parallel = 1;   // GPUs the model is split over (pools then describe one of them)
   bool kv_unified = false;
   int n_ubatch = 512, n_batch = 2048;
+  int n_outputs_max = 1;     // logits rows of the reserve graph's batch (llama-server: n_parallel · (1 + n_draft))
   bool swa_full = false;
   bool gpu_size_only = false;  // --gpu was a size, not a named card
   std::optional<int> n_gpu_layers;  // as the launch line gives it (unset: all layers)
   std::optional<int> n_cpu_moe;
   std::string placement = "kvplan";  // who places layers: "kvplan" (-ngl, --fit off) | "llama-server --fit"
+  std::string draft_file, draft_weights, draft_type_k, draft_type_v;  // the draft model as the launch line gives it
+  std::optional<int> n_gpu_layers_draft;
+  int draft_max = 0;                 // 0: no draft model
+  std::string mmproj_file;           // empty: no projector
+  bool mmproj_offload = true;
   int fit_target_mib = 0;            // with llama-server's fit: the --fit-target that keeps kvplan's margins
 };
 

@@ -40,7 +40,10 @@ ComputeBytes compute_bytes(const ModelSpec& m, const EngineSpec& engine, const C
   const double q_width = m.mla && !m.mla->legacy ? static_cast<double>(m.heads) * (m.mla->kv_lora_rank + m.mla->rope_dim)
                                                  : static_cast<double>(m.heads) * m.head_dim_k;
   const double small = (4.0 * m.embd + 2.0 * q_width) * ub * 4;
-  const double logits = (static_cast<double>(m.vocab) + m.embd) * ub * 4;
+  // The reserve graph computes logits for min(n_tokens, n_outputs_max) rows (llama-context.cpp graph_reserve
+  // callers): every ubatch token for a library context, n_parallel · (1 + n_draft) for llama-server.
+  const double rows = s.n_outputs > 0 ? std::min<double>(s.n_outputs, ub) : ub;
+  const double logits = (static_cast<double>(m.vocab) + m.embd) * rows * 4;
   double attention = 0;
   if (n_kv > 0 && flash_attn) {
     // f16 copies of the K/V views: quantized caches on CUDA/ROCm (above), and an f32 cache on every

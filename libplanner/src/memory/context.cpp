@@ -30,6 +30,7 @@ ContextShape context_shape(const ModelSpec& model, const EngineSpec& engine, int
   // n_batch is clamped by the context as requested, before padding (llama-context.cpp).
   s.n_batch = std::min(std::max(1, ctx_requested), n_batch);
   s.n_ubatch = std::min(s.n_batch, n_ubatch);
+  s.n_outputs = s.n_ubatch;  // llama_context: n_outputs_max 0 means n_batch; the caller narrows it (llama-server)
   if (model.swa) {
     const long long want = static_cast<long long>(model.swa->window) * (unified ? n_seq : 1) + s.n_ubatch;
     s.swa_cells = swa_full ? s.n_ctx_seq : static_cast<int>(pad_to(std::min<long long>(s.n_ctx_seq, want), pad));
