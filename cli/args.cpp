@@ -11,7 +11,7 @@ std::vector<std::string> rewrite_llama_flags(const std::vector<std::string>& arg
       {"-ngl", "--n-gpu-layers"}, {"-ts", "--tensor-split"}, {"-m", "--model"},          {"-sm", "--split-mode"},
       {"-nkvo", "--no-kv-offload"}, {"-ot", "--override-tensor"}, {"-cmoe", "--cpu-moe"}, {"-ncmoe", "--n-cpu-moe"},
       {"-md", "--model-draft"}, {"-ctkd", "--cache-type-k-draft"}, {"-ctvd", "--cache-type-v-draft"},
-      {"-ngld", "--n-gpu-layers-draft"}, {"-mm", "--mmproj"}, {"-fit", "--fit"}, {"-fitt", "--fit-target"}, {"-fitc", "--fit-ctx"}};
+      {"-ngld", "--n-gpu-layers-draft"}, {"-mm", "--mmproj"}, {"-devd", "--device-draft"}, {"-fit", "--fit"}, {"-fitt", "--fit-target"}, {"-fitc", "--fit-ctx"}};
   std::vector<std::string> out;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];

@@ -38,7 +38,7 @@ int run(int argc, char** argv) {
   app.require_subcommand(0, 1);
 
   kvplan::Request req;
-  std::string gpu, model, task = "general", flash_attn = "auto", reserve, free_mem, ngl, rope_type;
+  std::string model, task = "general", flash_attn = "auto", reserve, free_mem, ngl, rope_type;
   std::optional<int> ctx, ubatch, batch;
   std::optional<std::string> ctk, ctv, weights, tensor_split;
   std::optional<double> rope_scale;
@@ -48,7 +48,13 @@ int run(int argc, char** argv) {
   int parallel = 1, top = 5;
   std::string build = "default", engine = "llama.cpp";
 
-  app.add_option("--gpu", gpu, "GPU name (rtx4090, \"RTX 3090\", h100-sxm) or size (24GB = 24 GiB)");
+  std::vector<std::string> gpus;
+  app.add_option("--gpu", gpus, "GPU name (rtx4090, \"RTX 3090\", h100-sxm) or size (24GB = 24 GiB); repeat it, or 2x24GB, for several GPUs")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  std::string split_mode = "layer", device_draft;
+  app.add_option("--split-mode", split_mode, "several GPUs: layer (default) or none (the main GPU alone); row is not modelled");
+  app.add_option("--device-draft", device_draft, "the draft model's device; kvplan plans it on the main GPU (CUDA0)");
   app.add_option("--model", model, "model name, alias or HF id (see `kvplan models`)");
   app.add_option("--task", task, "task profile: general (default), agentic, coding, rag, chat, summarization, creative, reasoning");
   app.add_option("--weights", weights, "GGUF weight format, e.g. Q4_K_M");
@@ -66,7 +72,7 @@ int run(int argc, char** argv) {
   app.add_option("--n-outputs-max", outputs_max, "logits rows per batch (llama-server: -np x (1 + drafted tokens); a library context such as llama-cpp-python: the batch size)");
   app.add_flag("--swa-full", swa_full, "full-size sliding-window cache (llama.cpp --swa-full)");
   app.add_option("--n-gpu-layers,--ngl", ngl, "layers on the GPU (default all; N < layers + 1 offloads the rest to RAM)");
-  app.add_option("--tensor-split", tensor_split, "multi-GPU split (not modelled yet)");
+  app.add_option("--tensor-split", tensor_split, "several GPUs: each one's share of the layers, e.g. 3,1 (default: by free memory)");
   app.add_option("--rope-scaling", rope_type, "rope scaling type (as llama.cpp); enables the model's extended context");
   app.add_option("--rope-scale", rope_scale, "rope scale factor (must match the model's)");
   app.add_option("--yarn-orig-ctx", yarn_orig, "YaRN original context (must match the model's)");
@@ -105,7 +111,7 @@ int run(int argc, char** argv) {
       ->check(CLI::IsMember({"draft-simple"}).description("only draft-simple is modelled"));
   app.add_option("--mmproj", mmproj, "vision projector GGUF (llama-server --mmproj)");
   app.add_flag("--no-mmproj-offload", no_mmproj_offload, "keep the projector in RAM (llama-server --no-mmproj-offload)");
-  for (const char* flag : {"--split-mode", "--override-tensor", "--fit-ctx"})
+  for (const char* flag : {"--override-tensor", "--fit-ctx"})
     unmodelled.push_back(app.add_option(flag, unmodelled_values, "not modelled yet")->group(""));
   bool no_kv_offload = false, cpu_moe = false;
   unmodelled.push_back(app.add_flag("--no-kv-offload", no_kv_offload, "not modelled yet")->group(""));
@@ -142,7 +148,27 @@ int run(int argc, char** argv) {
   for (const auto* opt : unmodelled)
     if (opt->count() > 0)
       throw InputError("--" + opt->get_lnames().front(), "", "is a llama.cpp flag whose memory effect kvplan does not model yet");
-  if (tensor_split) throw InputError("--tensor-split", *tensor_split, "multi-GPU placement is not modelled yet");
+  if (tensor_split) {
+    // llama.cpp reads "3,1" or "3/1" (common/arg.cpp --tensor-split)
+    std::string item;
+    for (char ch : *tensor_split + ",") {
+      if (ch != ',' && ch != '/') {
+        item += ch;
+        continue;
+      }
+      try {
+        size_t used = 0;
+        req.tensor_split.push_back(std::stod(item, &used));
+        if (used != item.size()) throw std::invalid_argument(item);
+      } catch (const std::exception&) {
+        throw InputError("--tensor-split", *tensor_split, "needs numbers separated by commas, e.g. 3,1");
+      }
+      item.clear();
+    }
+  }
+  req.split_mode = split_mode;
+  if (!device_draft.empty() && (device_draft.empty() || device_draft.back() != '0'))
+    throw InputError("--device-draft", device_draft, "kvplan plans the draft model on the main GPU (CUDA0, ROCm0, …)");
   if (!ngl.empty()) {
     if (ngl == "all" || ngl == "auto") {
       req.n_gpu_layers = -1;
@@ -181,7 +207,8 @@ int run(int argc, char** argv) {
     return 0;
   }
 
-  req.gpu = gpu;
+  req.gpu = gpus.empty() ? std::string() : gpus.front();
+  if (gpus.size() > 1) req.extra_gpus.assign(gpus.begin() + 1, gpus.end());
   req.model = model;
   req.task = task;
   req.engine = engine;

@@ -43,8 +43,17 @@ std::string header(const Plan& p) {
   else
     out += fmt::format("         context: native {} (no documented extension)\n", m.ctx_native);
   const bool size_only = p.resolved.gpu_size_only;
-  out += fmt::format("Device   {} = {} GiB{}\n", size_only ? p.request.gpu + " GPU" : dev.device, gib(dev.capacity),
-                     size_only ? " (GB means GiB here, as GPU vendors count; assumed a CUDA card)" : "");
+  const size_t gpus = static_cast<size_t>(std::count_if(p.pools.begin(), p.pools.end(), [](const Pool& q) { return q.kind == "gpu"; }));
+  if (gpus > 1) {
+    // several GPUs (llama.cpp layer split): one line each; the table sums them and shows the tightest headroom
+    for (size_t i = 0; i < gpus; ++i)
+      out += fmt::format("{} {}: {} = {} GiB{}\n", i == 0 ? "Devices " : "        ", p.pools[i].id, p.pools[i].device,
+                         gib(p.pools[i].capacity),
+                         i < p.resolved.tensor_split.size() ? fmt::format(", layer share {:g}", p.resolved.tensor_split[i]) : "");
+  } else {
+    out += fmt::format("Device   {} = {} GiB{}\n", size_only ? p.request.gpu + " GPU" : dev.device, gib(dev.capacity),
+                       size_only ? " (GB means GiB here, as GPU vendors count; assumed a CUDA card)" : "");
+  }
   std::string budget = fmt::format("{} GiB", gib(dev.capacity));
   if (dev.reserve > 0) budget += fmt::format(" - reserve {}", gib(dev.reserve));
   budget += fmt::format(" - margin {}; runtime overhead (driver context, BLAS workspace, memory pool) {} typical, up to {}",
@@ -79,21 +88,36 @@ std::string table(const Plan& p) {
                                     {"overhead", false}, {"total", false},  {"headroom", false}, {"risk (est. loss)", true}, {"reason", true}};
   const bool has_state = std::any_of(p.options.begin(), p.options.end(), [](const Option& o) { return o.sum("state") > 0; });
   // A RAM column when layers or experts live in host memory (the host pool holds more than token_embd).
-  const bool has_ram = p.pools.size() > 1 && (p.resolved.n_cpu_moe || (p.resolved.n_gpu_layers && *p.resolved.n_gpu_layers >= 0 &&
+  const bool has_ram = p.pools.back().kind == "host" && (p.resolved.n_cpu_moe || (p.resolved.n_gpu_layers && *p.resolved.n_gpu_layers >= 0 &&
                                                                       *p.resolved.n_gpu_layers <= p.model->layers));
   std::vector<std::vector<std::string>> rows;
+  // The devices: one GPU (or unified memory, or the CPU), or several GPUs summed with the tightest headroom.
+  std::vector<std::string> devices;
+  for (const auto& q : p.pools)
+    if (q.kind != "host") devices.push_back(q.id);
   for (size_t i = 0; i < p.options.size(); ++i) {
     const Option& o = p.options[i];
-    const std::string dev = p.pools.front().id;
+    auto on_devices = [&](const std::string& what) {
+      Bytes b = 0;
+      for (const auto& d : devices) b += o.sum(what, d);
+      return b;
+    };
+    Bytes total = 0, headroom = o.usage(devices.front()).headroom, overhead = 0;
+    for (size_t d = 0; d < devices.size(); ++d) {
+      total += o.usage(devices[d]).total;
+      headroom = std::min(headroom, o.usage(devices[d]).headroom);
+      overhead += p.pools[d].overhead.bytes;
+    }
     const std::string ctx = o.ctx_per_slot == o.ctx_size ? std::to_string(o.ctx_size)
                                                          : fmt::format("{}={}x{}", o.ctx_size, p.resolved.n_parallel, o.ctx_per_slot);
     rows.push_back({std::to_string(i + 1), o.weights, ctx, o.cache_type_k, o.cache_type_v, own_memory(p) ? "-" : o.flash_attn ? "on" : "off",
-                    gib(o.sum("weights", dev)), gib(o.sum("k_cache", dev) + o.sum("swa_k_cache", dev)),
-                    gib(o.sum("v_cache", dev) + o.sum("swa_v_cache", dev)),
-                    gib(o.sum("compute")), gib(p.pools.front().overhead.bytes), gib(o.usage(dev).total),
-                    gib(o.usage(dev).headroom), loss_text(o.quality), o.reason});
+                    gib(on_devices("weights")), gib(on_devices("k_cache") + on_devices("swa_k_cache")),
+                    gib(on_devices("v_cache") + on_devices("swa_v_cache")),
+                    gib(o.sum("compute")), gib(overhead), gib(total),
+                    gib(headroom), loss_text(o.quality), o.reason});
+    const std::string dev = devices.front();
     if (has_state) rows.back().insert(rows.back().begin() + 9, gib(o.sum("state", dev)));
-    if (has_ram) rows.back().insert(rows.back().end() - 2, gib(o.usage(p.pools[1].id).allocations));
+    if (has_ram) rows.back().insert(rows.back().end() - 2, gib(o.usage(p.pools.back().id).allocations));
   }
   if (has_state) cols.insert(cols.begin() + 9, Column{"state", false});
   if (has_ram) cols.insert(cols.end() - 2, Column{"RAM", false});

@@ -61,6 +61,7 @@ struct Setup {
   Resolved resolved;
   std::vector<Pool> pools;
   std::string device_pool, host_pool;
+  std::vector<std::string> gpu_pools;  // gpu0, gpu1, … (empty for unified memory and the CPU)
   int ctx_allowed = 0;     // the longest context the plan may use (native, or rope-scaled)
   bool rotation_rule = false;
   WeightFormat file_format;  // a GGUF's own format when it is not in the catalog (quality unknown)
@@ -91,33 +92,43 @@ bool is_size(const std::string& s) {
   return !s.empty() && (std::isdigit(static_cast<unsigned char>(s[0])) || s[0] == '.');
 }
 
-std::vector<Pool> make_pools(const Setup& s, const Request& r, Bytes total, const std::string& device_name) {
+struct Device {  // one GPU of the request
+  const GpuSpec* gpu = nullptr;  // nullptr: a bare size
+  Bytes total = 0;
+  std::string name;
+};
+
+std::vector<Pool> make_pools(const Setup& s, const Request& r, const std::vector<Device>& devices) {
   std::vector<Pool> pools;
-  Pool dev;
   // One pool when the device shares memory with the host: unified memory, or the CPU backend itself.
   const bool cpu = s.backend->id == "cpu";
   const bool shared = cpu || (s.gpu && s.gpu->unified()) || s.backend->id == "metal";
-  dev.id = cpu ? "cpu" : shared ? "unified" : "gpu0";
-  dev.kind = cpu ? "cpu" : shared ? "unified" : "gpu";
-  dev.device = device_name;
-  dev.backend = s.backend->id;
-  dev.capacity = r.free ? *r.free : total;
-  dev.reserve = r.reserve.value_or(0);
-  dev.overhead = runtime_overhead(s.gpu, *s.backend);
-  dev.margin = s.engine->margin_mib * kMiB;
-  if (s.runtime) {
-    dev.margin = s.runtime->margin_mib * kMiB;
-    if (s.own_memory)
-      dev.overhead = Figure::estimate(static_cast<Bytes>(s.runtime->context.typical * kMiB), static_cast<Bytes>(s.runtime->context.high * kMiB));
-    // vLLM / SGLang use a fraction of TOTAL memory; the rest is not theirs to fill.
-    if (s.own_memory && !s.runtime->fraction_covers_activations) dev.overhead = {};  // in the share left outside the fraction
-    if (s.runtime->memory_fraction > 0) dev.reserve += static_cast<Bytes>(std::llround(static_cast<double>(total) * (1 - s.runtime->memory_fraction)));
+  for (size_t i = 0; i < devices.size(); ++i) {
+    const Device& d = devices[i];
+    Pool dev;
+    dev.id = cpu ? "cpu" : shared ? "unified" : fmt::format("gpu{}", i);
+    dev.kind = cpu ? "cpu" : shared ? "unified" : "gpu";
+    dev.device = d.name;
+    dev.backend = s.backend->id;
+    dev.capacity = r.free ? *r.free : d.total;
+    dev.reserve = r.reserve.value_or(0);
+    dev.overhead = runtime_overhead(d.gpu, *s.backend);
+    dev.margin = s.engine->margin_mib * kMiB;
+    if (s.runtime) {
+      dev.margin = s.runtime->margin_mib * kMiB;
+      if (s.own_memory)
+        dev.overhead = Figure::estimate(static_cast<Bytes>(s.runtime->context.typical * kMiB), static_cast<Bytes>(s.runtime->context.high * kMiB));
+      // vLLM / SGLang use a fraction of TOTAL memory; the rest is not theirs to fill.
+      if (s.own_memory && !s.runtime->fraction_covers_activations) dev.overhead = {};  // in the share left outside the fraction
+      if (s.runtime->memory_fraction > 0)
+        dev.reserve += static_cast<Bytes>(std::llround(static_cast<double>(d.total) * (1 - s.runtime->memory_fraction)));
+    }
+    if (dev.budget() <= 0)
+      throw InputError(r.free ? "--free" : "--reserve", format_size(r.free ? *r.free : dev.reserve),
+                       fmt::format("leaves nothing for the plan on {} ({} after runtime overhead and margin)", d.name,
+                                   format_size(dev.budget())));
+    pools.push_back(dev);
   }
-  if (dev.budget() <= 0)
-    throw InputError(r.free ? "--free" : "--reserve", format_size(r.free ? *r.free : dev.reserve),
-                     fmt::format("leaves nothing for the plan on {} ({} after runtime overhead and margin)", device_name,
-                                 format_size(dev.budget())));
-  pools.push_back(dev);
   if (!shared) {
     Pool host;
     host.id = "host";
@@ -265,7 +276,7 @@ void resolve_draft(const Catalog& c, Setup& s) {
     throw InputError("--n-gpu-layers-draft", std::to_string(*r.n_gpu_layers_draft), "must be a layer count, or -1 for all");
   if (r.draft_max && (*r.draft_max < 1 || *r.draft_max > 256))
     throw InputError("--draft-max", std::to_string(*r.draft_max), "must be 1..256");
-  d.placement = Placement::for_request(*d.model, r.n_gpu_layers_draft, std::nullopt);
+  d.placement = Placement::for_request(*d.model, r.n_gpu_layers_draft, std::nullopt, s.engine->rule_holds("ngl_counts_output"));
   s.resolved.draft_file = r.model_draft_spec && !r.model_draft_spec->file_paths.empty() ? r.model_draft_spec->file_paths.front()
                                                                                         : engines::gguf_file_name(*d.model, d.format().id);
   s.resolved.draft_weights = d.format().id;
@@ -297,7 +308,7 @@ Setup resolve(const Catalog& c, const Request& request) {
       !r.model_spec->file_tensors.empty())
     throw InputError("--weights", *r.weights, "disagrees with the file, which is " + r.model_spec->file_format);
   check_model_flags(*s.model, r);
-  s.placement = Placement::for_request(*s.model, r.n_gpu_layers, r.n_cpu_moe);
+  s.placement = Placement::for_request(*s.model, r.n_gpu_layers, r.n_cpu_moe, s.engine->rule_holds("ngl_counts_output"));
   if (const auto* rule = s.engine->arch(s.model->arch); rule && ((rule->mla && !s.model->mla) || (!rule->recurrent.empty() && !s.model->recurrent)))
     throw InputError("--model", r.model,
                      fmt::format("architecture '{}' needs its {} fields, which this model entry lacks; kvplan refuses rather than guess",
@@ -350,10 +361,40 @@ Setup resolve(const Catalog& c, const Request& request) {
       throw InputError(field, **t, "unknown cache type for " + engine_name, accepted, closest_match(**t, accepted));
   }
 
-  // Device: a catalog GPU or a bare size (a CUDA card, said so in the output).
+  // Devices: "--gpu 2x24GB" or --gpu repeated; each a catalog GPU or a bare size.
+  std::vector<std::string> specs;
+  for (const std::string& g : [&] { std::vector<std::string> all = {r.gpu}; all.insert(all.end(), r.extra_gpus.begin(), r.extra_gpus.end()); return all; }()) {
+    const auto x = g.find('x');
+    int count = 1;
+    if (x != std::string::npos && x > 0 && x < 3 && std::all_of(g.begin(), g.begin() + static_cast<long>(x), [](char ch) { return std::isdigit(static_cast<unsigned char>(ch)); })) {
+      count = std::stoi(g.substr(0, x));
+      if (count < 1 || count > 16) throw InputError("--gpu", g, "a device count must be 1..16 (2x24GB)");
+      for (int i = 0; i < count; ++i) specs.push_back(g.substr(x + 1));
+    } else {
+      specs.push_back(g);
+    }
+  }
+  s.request.gpu = specs.front();
+  const bool several = specs.size() > 1;
+  if (several && s.runtime)
+    throw InputError("--gpu", r.gpu, s.runtime->kind == "vllm" || s.runtime->kind == "sglang"
+                                         ? s.runtime->name + " splits a model with --tensor-parallel-size over identical GPUs"
+                                         : "several GPUs are planned for llama.cpp (and vLLM/SGLang tensor parallelism) only");
+  if (several && r.free) throw InputError("--free", format_size(*r.free), "applies to one GPU; with several give --reserve");
+  if (r.split_mode != "layer" && r.split_mode != "none")
+    throw InputError("--split-mode", r.split_mode, r.split_mode == "row" ? "row split is not modelled yet (weights split by rows, KV and "
+                                                                          "compute on the main GPU)" : "unknown split mode",
+                     {"layer", "none"});
+  if (!r.tensor_split.empty() && r.tensor_split.size() != specs.size())
+    throw InputError("--tensor-split", fmt::format("{} values", r.tensor_split.size()), fmt::format("needs one value per GPU ({})", specs.size()));
+  if (std::any_of(r.tensor_split.begin(), r.tensor_split.end(), [](double v) { return v < 0; }) ||
+      (!r.tensor_split.empty() && std::all_of(r.tensor_split.begin(), r.tensor_split.end(), [](double v) { return v == 0; })))
+    throw InputError("--tensor-split", "", "needs non-negative proportions, not all zero");
+  if (r.split_mode == "none") specs.resize(1);  // llama.cpp uses the main GPU alone
+
   Bytes total = 0;
   std::string device_name;
-  if (is_size(r.gpu)) {
+  if (is_size(s.request.gpu)) {
     total = parse_size(r.gpu, "--gpu");
     const bool apple = s.runtime && s.runtime->kind == "mlx";
     s.backend = &s.engine->backend(r.backend.value_or(apple ? "metal" : "cuda"));
@@ -373,10 +414,42 @@ Setup resolve(const Catalog& c, const Request& request) {
   if (r.free && *r.free > total)
     throw InputError("--free", format_size(*r.free), fmt::format("is more than the device's {}", format_size(total)));
   if (r.tensor_parallel > 1) device_name = fmt::format("{} x {} (tensor parallel; figures per GPU)", r.tensor_parallel, device_name);
-  s.pools = make_pools(s, r, total, device_name);
+  std::vector<Device> devices = {{s.gpu, total, device_name}};
+  for (size_t i = 1; i < specs.size(); ++i) {
+    Device d;
+    if (is_size(specs[i])) {
+      d.total = parse_size(specs[i], "--gpu");
+      d.name = fmt::format("{} GPU ({} GiB)", specs[i], format_gib(d.total));
+    } else {
+      d.gpu = &c.gpu(specs[i]);
+      if (d.gpu->unified() || d.gpu->backend != s.backend->id)
+        throw InputError("--gpu", specs[i], fmt::format("cannot join {} ({} backend) in one llama.cpp process", devices.front().name, s.backend->name));
+      d.total = d.gpu->total_mib * kMiB;
+      d.name = d.gpu->name;
+    }
+    devices.push_back(d);
+  }
+  if (devices.size() > 1 && (s.backend->id == "cpu" || s.backend->id == "metal" || (s.gpu && s.gpu->unified())))
+    throw InputError("--gpu", r.gpu, "several devices need discrete GPUs");
+  s.pools = make_pools(s, r, devices);
   s.device_pool = s.pools.front().id;
-  s.host_pool = s.pools.size() > 1 ? s.pools[1].id : s.pools.front().id;
+  s.host_pool = s.pools.back().kind == "host" ? s.pools.back().id : s.pools.front().id;
+  for (const auto& p : s.pools)
+    if (p.kind == "gpu") s.gpu_pools.push_back(p.id);
 
+  if (devices.size() > 1) {
+    // llama.cpp splits layers by free memory unless told (load_tensors); kvplan states the split it planned
+    // with on the launch line (-ts), so the engine's free-memory reading at start-up cannot move it.
+    std::vector<double> weights = r.tensor_split;
+    if (weights.empty())
+      for (size_t i = 0; i < devices.size(); ++i)
+        weights.push_back(static_cast<double>((s.pools[i].capacity - s.pools[i].reserve) / kMiB));
+    s.placement.split(weights);
+    s.resolved.tensor_split = weights;
+    s.resolved.pipeline_parallel = s.placement.first_gpu_layer == 0 && s.placement.output_on_gpu;
+    if (s.draft) s.resolved.draft_device = fmt::format("{}0", s.backend->id == "cuda" ? "CUDA" : s.backend->id == "rocm" ? "ROCm"
+                                                                   : s.backend->id == "vulkan" ? "Vulkan" : "SYCL");
+  }
   s.resolved.engine = s.engine->name;
   s.resolved.engine_build = s.engine->build_name + ", as vendored by " + s.engine->vendored_by;
   if (s.runtime) {
@@ -644,25 +717,62 @@ Option account(const Setup& s, const Candidate& c, int ctx) {
     const bool always = (what == "k_cache" || what == "v_cache") && pool == s.device_pool;
     if (f.bytes != 0 || always) o.allocations.push_back({"main", what, pool, f});
   };
-  put("weights", s.device_pool, c.weight_bytes.device);
+  if (s.gpu_pools.size() <= 1) {
+    put("weights", s.device_pool, c.weight_bytes.device);
+    put("k_cache", s.device_pool, kv.k);
+    put("v_cache", s.device_pool, kv.v);
+    put("swa_k_cache", s.device_pool, kv.swa_k);
+    put("swa_v_cache", s.device_pool, kv.swa_v);
+    put("state", s.device_pool, kv.state);
+    put("compute", s.device_pool, compute.device);
+  } else {
+    // Several GPUs (split mode layer): each GPU holds its layers' weights and KV (a contiguous range) and a
+    // compute buffer of its own; the logits block only where the output layer is. With every layer
+    // offloaded llama.cpp runs the GPUs as a pipeline (n_copies 4, ggml-backend.cpp), which enlarges the
+    // compute buffers by an amount kvplan has not measured: their bound is doubled.
+    const int last = m.layers;
+    for (size_t d = 0; d < s.gpu_pools.size(); ++d) {
+      const std::string& pool = s.gpu_pools[d];
+      int begin = last, end = 0;
+      for (int il = 0; il < m.layers; ++il)
+        if (place.device_of(il) == static_cast<int>(d)) begin = std::min(begin, il), end = std::max(end, il + 1);
+      put("weights", pool, c.weight_bytes.per_device.at(d));
+      if (begin < end) {
+        const KvCacheBytes k = kv_cache_bytes(m, e, shape, tk, tv, c.flash_attn, *s.backend, begin, end);
+        put("k_cache", pool, k.k);
+        put("v_cache", pool, k.v);
+        put("swa_k_cache", pool, k.swa_k);
+        put("swa_v_cache", pool, k.swa_v);
+        put("state", pool, k.state);
+      }
+      const bool holds_output = place.device_of(last) == static_cast<int>(d);
+      if (begin >= end && !holds_output) continue;
+      Figure part = compute_bytes(m, e, shape, tk, tv, c.flash_attn, *s.backend, holds_output).device;
+      if (d == 0 && (place.partial() || place.cpu_moe_layers > 0)) part = compute.device;  // the op-offload copy is on the main GPU
+      if (s.resolved.pipeline_parallel) part.high *= 2;
+      put("compute", pool, part);
+    }
+  }
   put("weights_host", s.host_pool, c.weight_bytes.host);
-  put("k_cache", s.device_pool, kv.k);
-  put("v_cache", s.device_pool, kv.v);
-  put("swa_k_cache", s.device_pool, kv.swa_k);
-  put("swa_v_cache", s.device_pool, kv.swa_v);
-  put("state", s.device_pool, kv.state);
   put("k_cache", s.host_pool, kv_host.k);
   put("v_cache", s.host_pool, kv_host.v);
   put("swa_k_cache", s.host_pool, kv_host.swa_k);
   put("swa_v_cache", s.host_pool, kv_host.swa_v);
   put("state", s.host_pool, kv_host.state);
-  put("compute", s.device_pool, compute.device);
   put("compute_host", s.host_pool, compute.host);
   put("output", s.host_pool, output_bytes(m, shape));
   if (s.draft) add_draft(s, c, ctx, o);
   if (r.mmproj) add_projector(s, c, o);
   sum_pools(s, o);
   return o;
+}
+
+// The tightest device's headroom (the only device with one GPU; the host pool is not a device).
+Bytes device_headroom(const Option& o) {
+  Bytes h = o.pools.front().headroom;
+  for (const auto& u : o.pools)
+    if (u.pool != "host") h = std::min(h, u.headroom);
+  return h;
 }
 
 double weights_bpw(const ModelSpec& m, const WeightBytes& w) {
@@ -737,7 +847,7 @@ bool ranks_before(const Setup& s, const Option& a, const Option& b) {
   };
   if (key(a) != key(b)) return key(a) < key(b);
   if (a.quality.expected_loss != b.quality.expected_loss) return a.quality.expected_loss < b.quality.expected_loss;
-  const Bytes ha = a.pools.front().headroom, hb = b.pools.front().headroom;
+  const Bytes ha = device_headroom(a), hb = device_headroom(b);
   if (ha != hb) return ha > hb;
   // Deterministic tie-break: flash attention on, then the catalog's order of formats and types.
   if (a.flash_attn != b.flash_attn) return a.flash_attn;
@@ -757,7 +867,7 @@ bool dominates(const Setup& s, const Option& b, const Option& a) {
   const int t = s.task->ctx_target;
   const int ca = std::min(a.ctx_per_slot, t), cb = std::min(b.ctx_per_slot, t);
   const double la = a.quality.expected_loss, lb = b.quality.expected_loss;
-  const Bytes ha = a.pools.front().headroom, hb = b.pools.front().headroom;
+  const Bytes ha = device_headroom(a), hb = device_headroom(b);
   return cb >= ca && lb <= la && hb >= ha && (cb > ca || lb < la || hb > ha);
 }
 
@@ -1030,7 +1140,8 @@ Plan plan(const Catalog& catalog, const Request& request) {
       Setup alt = s;
       Candidate c = *failing_candidates[order.front()];
       auto fits_with = [&](int ngl) {
-        alt.placement = Placement::for_request(m, ngl, r.n_cpu_moe);
+        alt.placement = Placement::for_request(m, ngl, r.n_cpu_moe, s.engine->rule_holds("ngl_counts_output"));
+        alt.placement.split_points = s.placement.split_points;  // the same GPUs, the same split
         c.weight_bytes = weight_bytes(m, *c.weights, *alt.engine, *alt.backend, alt.placement);
         return account(alt, c, closest.ctx_size).fits();
       };
@@ -1040,8 +1151,9 @@ Plan plan(const Catalog& catalog, const Request& request) {
           const int mid = (lo + hi) / 2;
           (fits_with(mid) ? lo : hi) = mid;
         }
-        out.nothing_fits += fmt::format(". With -ngl {} ({} of {} layers on the GPU, the rest in host RAM, much slower) that option fits",
-                                        lo, lo, m.layers);
+        const Placement at = Placement::for_request(m, lo, r.n_cpu_moe, s.engine->rule_holds("ngl_counts_output"));
+        out.nothing_fits += fmt::format(". With -ngl {} ({} of {} layers{} on the GPU, the rest in host RAM, much slower) that option fits",
+                                        lo, m.layers - at.first_gpu_layer, m.layers, at.output_on_gpu ? " and the output layer" : "");
       }
     }
     std::vector<Option> sorted;

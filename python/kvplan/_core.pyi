@@ -25,6 +25,9 @@ class Request(metaclass=_pybind11_type):
     tensor_parallel: int
     fit_placement: bool
     n_outputs_max: int | None
+    extra_gpus: list[str]
+    tensor_split: list[float]
+    split_mode: str
     model_draft: str
     model_draft_spec: ModelSpec | None
     weights_draft: str | None
@@ -239,6 +242,10 @@ class Resolved(metaclass=_pybind11_type):
     def n_cpu_moe(self) -> int | None: ...
     @property
     def placement(self) -> str: ...
+    @property
+    def tensor_split(self) -> list[float]: ...
+    @property
+    def pipeline_parallel(self) -> bool: ...
     @property
     def fit_target_mib(self) -> int: ...
 

@@ -157,6 +157,8 @@ class Resolved:
     n_ubatch: int
     n_batch: int
     n_outputs_max: int  # logits rows of the reserved batch (llama-server: n_parallel · (1 + n_draft))
+    tensor_split: tuple[float, ...]  # several GPUs: each one's share of the layers, as the launch line gives it
+    pipeline_parallel: bool  # several GPUs with every layer offloaded
     swa_full: bool
     gpu_size_only: bool  # gpu= was a size, not a named card
     n_gpu_layers: int | None  # as the launch line gives it (None: all layers)
@@ -395,7 +397,7 @@ class Plan:
         return out + "</div>"
 
 
-def plan(gpu: str | None = None, model: PathLike | None = None, task: str | None = None, *,
+def plan(gpu: str | Sequence[str] | None = None, model: PathLike | None = None, task: str | None = None, *,
          weights: str | None = None, ctx_size: int | None = None, cache_type_k: str | None = None,
          cache_type_v: str | None = None, flash_attn: FlashAttn | None = None, n_parallel: int | None = None,
          tensor_parallel: int | None = None, fit_placement: bool | None = None,
@@ -403,7 +405,8 @@ def plan(gpu: str | None = None, model: PathLike | None = None, task: str | None
          model_draft: PathLike | None = None, weights_draft: str | None = None,
          cache_type_k_draft: str | None = None, cache_type_v_draft: str | None = None,
          n_gpu_layers_draft: int | None = None, draft_max: int | None = None, mmproj: PathLike | None = None,
-         mmproj_offload: bool | None = None, kv_unified: bool | None = None, n_ubatch: int | None = None, n_batch: int | None = None,
+         mmproj_offload: bool | None = None, tensor_split: Sequence[float] | None = None,
+         split_mode: str | None = None, kv_unified: bool | None = None, n_ubatch: int | None = None, n_batch: int | None = None,
          swa_full: bool | None = None, n_gpu_layers: GpuLayers | None = None, cpu_moe: bool | None = None,
          n_cpu_moe: int | None = None, rope_scaling: str | None = None,
          rope_scale: float | None = None, yarn_orig_ctx: int | None = None, engine: str | None = None,

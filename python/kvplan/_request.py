@@ -27,6 +27,8 @@ class Options(TypedDict, total=False):
     fit_placement: bool | None  # --fit on: llama-server's fit places the layers, with kvplan's --fit-target
     fit_target_mib: int | None  # --fit-target: MiB llama-server's fit keeps free (needs fit_placement)
     n_outputs_max: int | None  # logits rows per batch (llama-server: n_parallel; a library context: n_batch)
+    tensor_split: Sequence[float] | None  # several GPUs: each one's share of the layers (default: by free memory)
+    split_mode: str | None  # several GPUs: layer (default) or none
     model_draft: PathLike | None  # speculative decoding: a draft model (catalog name, GGUF file name or path)
     weights_draft: str | None  # the draft's GGUF format when it is a catalog model (default Q8_0)
     cache_type_k_draft: str | None  # -ctkd
@@ -75,6 +77,7 @@ FLAG_OF_KEYWORD: Mapping[str, str] = {
     "weights_draft": "--weights-draft", "cache_type_k_draft": "--cache-type-k-draft",
     "cache_type_v_draft": "--cache-type-v-draft", "n_gpu_layers_draft": "--n-gpu-layers-draft",
     "draft_max": "--spec-draft-n-max", "mmproj": "--mmproj", "mmproj_offload": "--no-mmproj-offload",
+    "tensor_split": "--tensor-split", "split_mode": "--split-mode",
     "swa_full": "--swa-full", "n_gpu_layers": "--n-gpu-layers", "cpu_moe": "--cpu-moe", "n_cpu_moe": "--n-cpu-moe",
     "rope_scaling": "--rope-scaling", "rope_scale": "--rope-scale", "yarn_orig_ctx": "--yarn-orig-ctx",
     "engine": "--engine", "backend": "--backend", "build": "--build", "allow_slow": "--allow-slow",
@@ -152,6 +155,15 @@ def request(cat: _core.Catalog, **given: object) -> _core.Request:
     projector = given.pop("mmproj", None)
     if projector is not None:
         req.mmproj = _core.load_projector_file(os.fspath(projector), cat)  # type: ignore[call-overload]
+    gpu = given.get("gpu")
+    if isinstance(gpu, (list, tuple)):  # several GPUs, as --gpu repeated
+        if not gpu:
+            _core.raise_input_error("--gpu", "", "is required (a GPU name such as rtx4090, or a size such as 24GB)")
+        given["gpu"] = gpu[0]
+        req.extra_gpus = [str(g) for g in gpu[1:]]
+    split = given.get("tensor_split")
+    if isinstance(split, (list, tuple)):
+        given["tensor_split"] = [float(x) for x in split]
     given["n_cpu_moe"] = _cpu_moe(given.pop("cpu_moe", None), given.get("n_cpu_moe"))
     for keyword, value in given.items():
         if value is None:

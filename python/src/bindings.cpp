@@ -51,6 +51,9 @@ PYBIND11_MODULE(_core, m) {
       .def_readwrite("n_parallel", &Request::n_parallel)
       .def_readwrite("fit_placement", &Request::fit_placement)
       .def_readwrite("n_outputs_max", &Request::n_outputs_max)
+      .def_readwrite("extra_gpus", &Request::extra_gpus)
+      .def_readwrite("tensor_split", &Request::tensor_split)
+      .def_readwrite("split_mode", &Request::split_mode)
       .def_readwrite("model_draft", &Request::model_draft)
       .def_property("model_draft_spec", [](const Request& r) { return std::const_pointer_cast<ModelSpec>(r.model_draft_spec); },
                     [](Request& r, std::shared_ptr<ModelSpec> spec) { r.model_draft_spec = std::move(spec); })
@@ -173,6 +176,8 @@ PYBIND11_MODULE(_core, m) {
       .def_readonly("n_gpu_layers", &Resolved::n_gpu_layers)
       .def_readonly("n_cpu_moe", &Resolved::n_cpu_moe)
       .def_readonly("placement", &Resolved::placement)
+      .def_readonly("tensor_split", &Resolved::tensor_split)
+      .def_readonly("pipeline_parallel", &Resolved::pipeline_parallel)
       .def_readonly("fit_target_mib", &Resolved::fit_target_mib);
 
   // model and task point into the catalog, which plan() keeps alive for as long as the plan lives

@@ -26,7 +26,7 @@ ALIASES = {"-m": "--model", "-c": "--ctx-size", "--ctx": "--ctx-size", "-ctk": "
            "--tp": "--tensor-parallel-size", "-md": "--model-draft", "-ctkd": "--cache-type-k-draft",
            "--ctkd": "--cache-type-k-draft", "-ctvd": "--cache-type-v-draft", "--ctvd": "--cache-type-v-draft",
            "-ngld": "--n-gpu-layers-draft", "--ngld": "--n-gpu-layers-draft", "--draft-max": "--spec-draft-n-max",
-           "-mm": "--mmproj"}
+           "-mm": "--mmproj", "-ts": "--tensor-split", "-sm": "--split-mode"}
 SWITCHES = {"kv_unified", "swa_full", "allow_slow", "cpu_moe"}
 INTS = {"ctx_size", "n_parallel", "tensor_parallel", "fit_target_mib", "n_outputs_max", "n_gpu_layers_draft", "draft_max", "n_ubatch", "n_batch", "top", "yarn_orig_ctx", "n_cpu_moe"}
 SUBCOMMANDS = {"models", "gpus", "engines", "explain", "--help", "--version"}
@@ -91,6 +91,10 @@ def keywords(args: list[str]) -> dict[str, Any]:
             i += 2
         if keyword == "data":
             out.setdefault("data", []).append(value)
+        elif keyword == "gpu" and "gpu" in out:  # --gpu repeated: several GPUs
+            out["gpu"] = [*(out["gpu"] if isinstance(out["gpu"], list) else [out["gpu"]]), value]
+        elif keyword == "tensor_split":
+            out[keyword] = [float(x) for x in value.replace("/", ",").split(",")]
         elif keyword in INTS:
             out[keyword] = int(value)
         elif keyword == "rope_scale":

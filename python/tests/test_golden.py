@@ -19,7 +19,7 @@ EXPECTED = REPO / "tests" / "golden" / "expected"
 
 # Golden cases the Python API cannot express: subcommands and flags only the command line has.
 CLI_ONLY = {"explain", "explain_rank2", "models", "gpus", "help", "version", "data_override_gpus",
-            "err_tensor_split", "err_unmodelled_flag", "err_unknown_flag", "engines_list", "emit_llama_server",
+            "err_unmodelled_flag", "err_unknown_flag", "engines_list", "emit_llama_server",
             "emit_llama_cli", "emit_ollama_modelfile", "emit_tabby_config", "err_emit_unknown", "emit_nothing_fits",
             "err_spec_type_alone"}
 INSPECT_CASES = [c for c in golden_cases() if c.args[:1] == ["inspect"]]

@@ -228,7 +228,8 @@ def feedback_check(kvplan: str, case: Case, tally: Tally) -> None:
         tally.fail(what, "  first plan has no options[0].launch[\"llama-server\"]")
         return
     # The launch line goes first: kvplan drops a leading 'llama-server' (a pasted command line).
-    args = [*shlex.split(launch), "--gpu", first["request"]["gpu"], "--task", first["request"]["task"], "--json",
+    gpus = [a for g in first["request"].get("extra_gpus", []) for a in ("--gpu", g)]  # several GPUs: each again
+    args = [*shlex.split(launch), "--gpu", first["request"]["gpu"], *gpus, "--task", first["request"]["task"], "--json",
             *carried_args(case.args)]
     second_proc = run(kvplan, args)
     cmd = "kvplan " + shlex.join(args)

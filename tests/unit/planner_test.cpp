@@ -200,20 +200,22 @@ TEST_CASE("slots: without unified KV each conversation gets its share of -c; tar
   CHECK(u.options.front().launch.find(" -np 4 -kvu") != std::string::npos);
 }
 
-TEST_CASE("partial offload: layers below n_layer - ngl, their KV and the output layer live in RAM") {
+TEST_CASE("partial offload: -ngl N puts the output layer and the last N - 1 layers on the GPU (b10454)") {
   Request r = mission();
   r.gpu = "16GB";
   r.weights = "Q4_K_M";
   r.ctx_size = 32768;
   r.cache_type_k = r.cache_type_v = "q8_0";
   r.flash_attn = "on";
-  r.n_gpu_layers = 40;  // of 64: layers 0..23 on the CPU, output on the CPU (40 <= 64)
+  // of 64, at b10454 (load_tensors: i_gpu_start = 64 + 1 - 40 = 25): layers 0..24 on the CPU, layers 25..63
+  // and the output layer on the GPU
+  r.n_gpu_layers = 40;
   const Plan p = plan(kvtest::catalog(), r);
   REQUIRE(p.options.size() == 1);
   const Option& o = p.options.front();
   // per layer: 32768 cells × (1088 + 1088) B (q8_0 rows of 1024)
-  CHECK(o.sum("k_cache", "gpu0") + o.sum("v_cache", "gpu0") == 40LL * 32768 * 2176);
-  CHECK(o.sum("k_cache", "host") + o.sum("v_cache", "host") == 24LL * 32768 * 2176);
+  CHECK(o.sum("k_cache", "gpu0") + o.sum("v_cache", "gpu0") == 39LL * 32768 * 2176);
+  CHECK(o.sum("k_cache", "host") + o.sum("v_cache", "host") == 25LL * 32768 * 2176);
   CHECK(o.launch.find(" -ngl 40 --fit off") != std::string::npos);
   // the weights split between the pools and add up to the full-offload total (up to padding)
   Request full = r;
@@ -226,8 +228,27 @@ TEST_CASE("partial offload: layers below n_layer - ngl, their KV and the output 
   // the largest RAM-resident matmul weight is copied into the GPU compute buffer (batch >= 32)
   CHECK(o.sum("compute", "gpu0") > f.sum("compute", "gpu0"));
   bool warned = false;
-  for (const auto& w : o.warnings) warned |= w.find("24 of 64 layers") != std::string::npos;
+  for (const auto& w : o.warnings) warned |= w.find("25 of 64 layers run on the CPU") != std::string::npos;
   CHECK(warned);
+}
+
+TEST_CASE("-ngl counts the output layer first at b10454; older builds count repeating layers first") {
+  const ModelSpec& m = kvtest::catalog().model("qwen2.5-coder-32b");  // 64 layers
+  // src/llama-model.cpp load_tensors (b10454): i_gpu_start = max(n_layer + 1 - ngl, 0), output = index n_layer
+  const Placement one = Placement::for_request(m, 1, std::nullopt, true);
+  CHECK(one.first_gpu_layer == 64);
+  CHECK(one.output_on_gpu);
+  const Placement none = Placement::for_request(m, 0, std::nullopt, true);
+  CHECK(none.first_gpu_layer == 64);
+  CHECK_FALSE(none.output_on_gpu);
+  const Placement all = Placement::for_request(m, 65, std::nullopt, true);
+  CHECK(all.first_gpu_layer == 0);
+  CHECK(all.output_on_gpu);
+  CHECK(Placement::for_request(m, 64, std::nullopt, true).first_gpu_layer == 1);
+  // the older rule: -ngl 64 = every repeating layer, the output layer in RAM
+  const Placement old = Placement::for_request(m, 64, std::nullopt, false);
+  CHECK(old.first_gpu_layer == 0);
+  CHECK_FALSE(old.output_on_gpu);
 }
 
 TEST_CASE("expert offload keeps MoE experts in RAM; a RAM budget can make a plan not fit") {
@@ -249,4 +270,48 @@ TEST_CASE("expert offload keeps MoE experts in RAM; a RAM budget can make a plan
   CHECK_FALSE(plan(kvtest::catalog(), r).fits());
   r.model = "qwen3-8b";
   CHECK_THROWS_AS(plan(kvtest::catalog(), r), InputError);  // no experts to move
+}
+
+TEST_CASE("several GPUs: layers split as llama.cpp load_tensors does, each GPU with its layers' KV") {
+  Request r;
+  r.gpu = "2x24GB";
+  r.model = "llama-3.3-70b";  // 80 layers, 8 KV heads × 128
+  r.weights = "IQ4_XS";
+  r.ctx_size = 32768;
+  r.cache_type_k = r.cache_type_v = "q8_0";
+  r.flash_attn = "on";
+  const Plan p = plan(kvtest::catalog(), r);
+  REQUIRE(!p.options.empty());
+  const Option& o = p.options.front();
+  // Equal free memory: split points 0.5, 1. GPU layers counting the output layer: 81; layer il goes to the
+  // first device whose split point exceeds il / 81 (upper_bound): il 0..40 on gpu0, 41..79 and the output
+  // layer on gpu1. q8_0 K and V per layer: 32768 · 1024 / 32 · 34 · 2 = 71 303 168 B.
+  CHECK(o.sum("k_cache", "gpu0") + o.sum("v_cache", "gpu0") == 41LL * 71303168);
+  CHECK(o.sum("k_cache", "gpu1") + o.sum("v_cache", "gpu1") == 39LL * 71303168);
+  CHECK(p.resolved.tensor_split == std::vector<double>{24576, 24576});
+  CHECK(p.resolved.pipeline_parallel);
+  CHECK(o.launch.find(" -ts 24576,24576") != std::string::npos);
+  CHECK(o.sum("weights", "gpu0") > 0);
+  CHECK(o.sum("weights", "gpu1") > 0);
+  // output.weight (vocab 128256 × 8192) is on gpu1 with its logits; both GPUs have a compute buffer.
+  CHECK(o.sum("compute", "gpu0") > 0);
+  CHECK(o.sum("compute", "gpu1") > 0);
+  // --tensor-split 3,1: split points 0.75, 1: il / 81 < 0.75 for il 0..60 (61 layers) on gpu0 (which then
+  // does not fit: the plan says so and how many layers would).
+  r.tensor_split = {3, 1};
+  const Plan q = plan(kvtest::catalog(), r);
+  REQUIRE(!q.options.empty());
+  CHECK(q.options.front().sum("k_cache", "gpu0") + q.options.front().sum("v_cache", "gpu0") == 61LL * 71303168);
+  r.tensor_split = {1};
+  CHECK_THROWS_WITH(plan(kvtest::catalog(), r), Catch::Contains("one value per GPU (2)"));
+  r.tensor_split.clear();
+  r.split_mode = "row";
+  CHECK_THROWS_WITH(plan(kvtest::catalog(), r), Catch::Contains("row split is not modelled"));
+  r.split_mode = "layer";
+  r.flash_attn = "auto";
+  r.engine = "vllm";
+  r.weights.reset();
+  r.cache_type_k.reset();
+  r.cache_type_v.reset();
+  CHECK_THROWS_WITH(plan(kvtest::catalog(), r), Catch::Contains("--tensor-parallel-size"));
 }

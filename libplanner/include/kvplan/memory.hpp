@@ -58,22 +58,43 @@ KvCacheBytes kv_cache_bytes(const ModelSpec& model, const EngineSpec& engine, co
 // The tensors of a GGUF produced by llama-quantize for `format` (catalog models), or the file's own.
 std::vector<WeightTensor> weight_tensors(const ModelSpec& model, const WeightFormat& format, const EngineSpec& engine);
 
-// Where llama.cpp puts each layer (src/llama-model.cpp load_tensors): repeating layers
-// il >= n_layer - n_gpu_layers on the GPU, the output layer only when n_gpu_layers > n_layer, the
-// input layer always on the CPU; --cpu-moe / --n-cpu-moe N keep the expert tensors of the first N
+// Where llama.cpp puts each layer (src/llama-model.cpp load_tensors): at b10454 the output layer and
+// repeating layers il >= n_layer + 1 - n_gpu_layers on the GPU (older builds: il >= n_layer - n_gpu_layers,
+// the output layer only when n_gpu_layers > n_layer), the input layer always on the CPU; --cpu-moe / --n-cpu-moe N keep the expert tensors of the first N
 // layers in RAM (common/arg.cpp: tensor-buffer overrides "blk\.N\.ffn_(up|down|gate)_exps").
 struct Placement {
   int first_gpu_layer = 0;   // layers below this live on the CPU
   bool output_on_gpu = true;
   int cpu_moe_layers = 0;    // expert tensors of layers below this live on the CPU
+  // Several GPUs (split mode layer): the normalised cumulative tensor split (llama-model.cpp load_tensors
+  // "split points"); a GPU layer i_gpu-relative index j of act_gpu_layers goes to the first device whose
+  // split point exceeds j / act_gpu_layers. Empty: one GPU.
+  std::vector<double> split_points;
+  int n_layer = 0;           // the model's layers (the output layer is index n_layer)
   static Placement full() { return {}; }
-  static Placement for_request(const ModelSpec& model, std::optional<int> n_gpu_layers, std::optional<int> n_cpu_moe);
+  int devices() const { return split_points.empty() ? 1 : static_cast<int>(split_points.size()); }
+  // The device of layer il (il == n_layer: the output layer); -1 for the CPU.
+  int device_of(int il) const {
+    if (il < n_layer ? il < first_gpu_layer : !output_on_gpu) return -1;
+    if (split_points.empty()) return 0;
+    const int act = n_layer + 1 - first_gpu_layer;  // GPU layers counting the output layer
+    const double x = static_cast<double>(il - first_gpu_layer) / act;
+    for (size_t d = 0; d < split_points.size(); ++d)
+      if (x < split_points[d]) return static_cast<int>(d);
+    return static_cast<int>(split_points.size()) - 1;
+  }
+  // Set the split from per-device weights (a --tensor-split, or each device's free memory).
+  void split(const std::vector<double>& weights);
+  // output_counted: the build rule ngl_counts_output (-ngl counts the output layer first)
+  static Placement for_request(const ModelSpec& model, std::optional<int> n_gpu_layers, std::optional<int> n_cpu_moe,
+                               bool output_counted = true);
   bool on_gpu(int layer) const { return layer >= first_gpu_layer; }
   bool partial() const { return first_gpu_layer > 0 || !output_on_gpu; }
 };
 
 struct WeightBytes {
-  Figure device, host;
+  Figure device, host;              // device: every GPU together
+  std::vector<Figure> per_device;   // each GPU's share (one entry with one GPU)
   Bytes largest_host_matrix = 0;  // the biggest host-resident matmul weight (copied into the GPU compute buffer)
 };
 // Labelled estimate for catalog models: per-tensor types follow llama-quantize's recipe, which a
@@ -85,8 +106,10 @@ WeightBytes weight_bytes(const ModelSpec& model, const WeightFormat& format, con
 struct ComputeBytes {
   Figure device, host;
 };
+// holds_output: the device with the output layer holds the logits block; other devices of a layer split do not.
 ComputeBytes compute_bytes(const ModelSpec& model, const EngineSpec& engine, const ContextShape& shape,
-                           const GgmlType& type_k, const GgmlType& type_v, bool flash_attn, const BackendSpec& backend);
+                           const GgmlType& type_k, const GgmlType& type_v, bool flash_attn, const BackendSpec& backend,
+                           bool holds_output = true);
 
 // Logits/embeddings output buffer (pinned host memory).
 Figure output_bytes(const ModelSpec& model, const ContextShape& shape);

@@ -22,7 +22,10 @@ struct Request {
                                      // "Qwen2.5-Coder-32B-Instruct-Q4_K_M.gguf" (model + weights) (required)
   std::shared_ptr<const ModelSpec> model_spec;  // a model read from a file (load_model_file); used instead of `model`
   std::optional<std::string> backend;   // override the GPU's backend (cuda, metal, rocm, vulkan, sycl, cpu)
-  std::string gpu;                   // catalog GPU name or a size such as "24GB" (required)
+  std::string gpu;                   // catalog GPU name or a size such as "24GB", or "2x24GB" (required)
+  std::vector<std::string> extra_gpus;  // --gpu repeated: the other devices in order (CUDA1, CUDA2, …)
+  std::vector<double> tensor_split;  // --tensor-split: proportions per GPU (empty: by free memory, as llama.cpp)
+  std::string split_mode = "layer";  // --split-mode layer | none (row is not modelled)
   std::string task = "general";      // data/tasks.yaml id
   std::string engine = "llama.cpp";
   std::string build = "default";     // "default" | "fa-all-quants" (CUDA built with GGML_CUDA_FA_ALL_QUANTS)
@@ -159,6 +162,8 @@ struct Resolved {
   bool backend_verified = true;
   int n_parallel = 1;
   int tensor_parallel = 1;   // GPUs the model is split over (pools then describe one of them)
+  std::vector<double> tensor_split;  // llama.cpp layer split as the launch line gives it (-ts), empty with one GPU
+  bool pipeline_parallel = false;    // several GPUs with every layer offloaded (llama-context.cpp: n_copies 4)
   bool kv_unified = false;
   int n_ubatch = 512, n_batch = 2048;
   int n_outputs_max = 1;     // logits rows of the reserve graph's batch (llama-server: n_parallel · (1 + n_draft))
@@ -168,6 +173,7 @@ struct Resolved {
   std::optional<int> n_cpu_moe;
   std::string placement = "kvplan";  // who places layers: "kvplan" (-ngl, --fit off) | "llama-server --fit"
   std::string draft_file, draft_weights, draft_type_k, draft_type_v;  // the draft model as the launch line gives it
+  std::string draft_device;          // with several GPUs the draft is pinned to the main one (-devd CUDA0)
   std::optional<int> n_gpu_layers_draft;
   int draft_max = 0;                 // 0: no draft model
   std::string mmproj_file;           // empty: no projector

@@ -83,10 +83,16 @@ std::string launch_line(const ModelSpec& model, const Option& o, const Resolved&
   line += fmt::format(" -fa {} -ctk {} -ctv {}", o.flash_attn ? "on" : "off", o.cache_type_k, o.cache_type_v);
   line += r.placement == "kvplan" ? fmt::format(" -ngl {} --fit off", ngl) : fmt::format(" --fit on --fit-target {}", r.fit_target_mib);
   if (r.n_cpu_moe) line += *r.n_cpu_moe < 0 ? " --cpu-moe" : fmt::format(" --n-cpu-moe {}", *r.n_cpu_moe);
+  if (!r.tensor_split.empty()) {
+    std::string ts;
+    for (double v : r.tensor_split) ts += (ts.empty() ? "" : ",") + fmt::format("{:g}", v);
+    line += " -ts " + ts;
+  }
   if (r.draft_max > 0) {
     // a plain draft model needs its type named (common/arg.cpp infers only MTP/DFlash drafts from the file)
     line += fmt::format(" -md {} --spec-type draft-simple -ctkd {} -ctvd {}", r.draft_file, r.draft_type_k, r.draft_type_v);
     if (r.n_gpu_layers_draft) line += fmt::format(" -ngld {}", *r.n_gpu_layers_draft);
+    if (!r.draft_device.empty()) line += " -devd " + r.draft_device;
     if (r.draft_max != 3) line += fmt::format(" --spec-draft-n-max {}", r.draft_max);
   }
   if (!r.mmproj_file.empty()) line += fmt::format(" --mmproj {}{}", r.mmproj_file, r.mmproj_offload ? "" : " --no-mmproj-offload");

@@ -21,7 +21,7 @@ Figure estimate_with_error(double bytes, double rel_error) {
 //   FFN            2 · n_ff · n_ubatch · 4 (MoE: expert_ff · experts_used)
 // Host (CUDA_Host): token_embd get_rows output n_embd · n_ubatch · 4 plus one KQ mask per cache.
 ComputeBytes compute_bytes(const ModelSpec& m, const EngineSpec& engine, const ContextShape& s, const GgmlType& type_k,
-                           const GgmlType& type_v, bool flash_attn, const BackendSpec& backend) {
+                           const GgmlType& type_v, bool flash_attn, const BackendSpec& backend, bool holds_output) {
   const double ub = s.n_ubatch;
   bool any_full = false;
   double widths = 0;  // the widest K + V row the attention reads; an MLA V-less cache's V is a view of
@@ -43,7 +43,7 @@ ComputeBytes compute_bytes(const ModelSpec& m, const EngineSpec& engine, const C
   // The reserve graph computes logits for min(n_tokens, n_outputs_max) rows (llama-context.cpp graph_reserve
   // callers): every ubatch token for a library context, n_parallel · (1 + n_draft) for llama-server.
   const double rows = s.n_outputs > 0 ? std::min<double>(s.n_outputs, ub) : ub;
-  const double logits = (static_cast<double>(m.vocab) + m.embd) * rows * 4;
+  const double logits = holds_output ? (static_cast<double>(m.vocab) + m.embd) * rows * 4 : 0;
   double attention = 0;
   if (n_kv > 0 && flash_attn) {
     // f16 copies of the K/V views: quantized caches on CUDA/ROCm (above), and an f32 cache on every

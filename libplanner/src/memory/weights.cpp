@@ -127,13 +127,33 @@ std::vector<WeightTensor> weight_tensors(const ModelSpec& m, const WeightFormat&
 
 // Full offload: every tensor but token_embd in the GPU buffer (src/llama-model.cpp load_tensors).
 // Host bytes are the CPU_Mapped buffer (CPU alignment, no row padding).
-Placement Placement::for_request(const ModelSpec& m, std::optional<int> n_gpu_layers, std::optional<int> n_cpu_moe) {
+Placement Placement::for_request(const ModelSpec& m, std::optional<int> n_gpu_layers, std::optional<int> n_cpu_moe,
+                                  bool output_counted) {
   Placement p;
   const int n = !n_gpu_layers || *n_gpu_layers < 0 ? m.layers + 1 : *n_gpu_layers;
-  p.first_gpu_layer = std::max(0, m.layers - n);
-  p.output_on_gpu = n > m.layers;
+  if (output_counted) {
+    // b10454 src/llama-model.cpp load_tensors: i_gpu_start = max(n_layer + 1 - ngl, 0) over layers 0..n_layer,
+    // the output layer being index n_layer: -ngl N puts the output layer and the last N - 1 repeating layers
+    // on the GPU.
+    p.first_gpu_layer = std::min(m.layers, std::max(0, m.layers + 1 - n));
+    p.output_on_gpu = n >= 1;
+  } else {
+    p.first_gpu_layer = std::max(0, m.layers - n);
+    p.output_on_gpu = n > m.layers;
+  }
   p.cpu_moe_layers = n_cpu_moe ? (*n_cpu_moe < 0 ? m.layers : std::min(*n_cpu_moe, m.layers)) : 0;
+  p.n_layer = m.layers;
   return p;
+}
+
+// src/llama-model.cpp load_tensors: splits[i] = Σ_{j<=i} split[j] / Σ split.
+void Placement::split(const std::vector<double>& weights) {
+  split_points.clear();
+  if (weights.size() <= 1) return;
+  double sum = 0;
+  for (double w : weights) sum += w;
+  double acc = 0;
+  for (double w : weights) split_points.push_back((acc += w) / sum);
 }
 
 namespace {
@@ -145,12 +165,13 @@ int layer_of(const std::string& name) {
   for (; i < name.size() && std::isdigit(static_cast<unsigned char>(name[i])); ++i) il = il * 10 + (name[i] - '0');
   return i > 4 ? il : -1;
 }
-bool on_gpu(const WeightTensor& t, const Placement& p) {
-  if (t.on_host) return false;
+// The GPU a tensor lives on, or -1 for the CPU.
+int device_of(const WeightTensor& t, const Placement& p) {
+  if (t.on_host) return -1;
   const int il = layer_of(t.name);
-  if (il < 0) return p.output_on_gpu;  // output, output_norm (and a tied output copy)
-  if (il < p.cpu_moe_layers && t.name.find("_exps") != std::string::npos) return false;
-  return p.on_gpu(il);
+  if (il < 0) return p.device_of(p.n_layer);  // output, output_norm (and a tied output copy)
+  if (il < p.cpu_moe_layers && t.name.find("_exps") != std::string::npos) return -1;
+  return p.device_of(il);
 }
 }  // namespace
 
@@ -173,15 +194,27 @@ WeightBytes weight_bytes(const ModelSpec& m, const WeightFormat& format, const E
     const Bytes dev = static_cast<Bytes>(static_cast<double>(body) * gpu_share) + (m.tied_embeddings && placement.output_on_gpu ? embd : 0);
     const Bytes host = embd + (body - static_cast<Bytes>(static_cast<double>(body) * gpu_share));
     auto high = [&](Bytes b) { return static_cast<Bytes>(static_cast<double>(b) * (1 + engine.weights_rel_error_fallback)); };
-    WeightBytes out{Figure{dev, dev, high(dev), Accuracy::estimate}, Figure{host, host, high(host), Accuracy::estimate}, 0};
+    WeightBytes out{Figure{dev, dev, high(dev), Accuracy::estimate}, Figure{host, host, high(host), Accuracy::estimate}, {}, 0};
     if (placement.partial()) out.largest_host_matrix = body / std::max(1, m.layers) / 3;  // about one FFN matrix of a layer
+    // several GPUs: the repeating layers in proportion to each device's layers, tied output on the output's device
+    const int n = placement.devices();
+    std::vector<int> layers_on(static_cast<size_t>(n), 0);
+    for (int il = 0; il < m.layers; ++il)
+      if (const int d = placement.device_of(il); d >= 0) ++layers_on[static_cast<size_t>(d)];
+    for (int d = 0; d < n; ++d) {
+      Bytes b = static_cast<Bytes>(static_cast<double>(body) * layers_on[static_cast<size_t>(d)] / m.layers);
+      if (m.tied_embeddings && placement.device_of(m.layers) == d) b += embd;
+      out.per_device.push_back(Figure{b, b, high(b), Accuracy::estimate});
+    }
     return out;
   }
   if (!from_file && format.base_type.empty())
     throw InputError("--weights", format.id, "has no per-tensor recipe in data/weights; cannot size it");
   Bytes dev = 0, dev_raw = 0, host = 0, host_raw = 0, largest_host_matrix = 0;
+  std::vector<Figure> per_device(static_cast<size_t>(placement.devices()));
   for (const auto& t : weight_tensors(m, format, engine)) {
-    const bool gpu = on_gpu(t, placement);
+    const int device = device_of(t, placement);
+    const bool gpu = device >= 0;
     // The output copy of a tied model exists only on another device than token_embd's (an offloaded
     // output layer on a GPU); on the CPU backend, or with the output layer in RAM, it is the same tensor.
     if ((!gpu || backend.id == "cpu") && t.name.find("copy of token_embd") != std::string::npos) continue;
@@ -189,6 +222,10 @@ WeightBytes weight_bytes(const ModelSpec& m, const WeightFormat& format, const E
     const Figure f = tensor_bytes(type, t.ne0, t.nrows, gpu ? backend : cpu);
     (gpu ? dev : host) += f.bytes;
     (gpu ? dev_raw : host_raw) += f.unpadded;
+    if (gpu) {
+      per_device[static_cast<size_t>(device)].bytes += f.bytes;
+      per_device[static_cast<size_t>(device)].unpadded += f.unpadded;
+    }
     // op offload (ggml-cuda ggml_backend_cuda_device_offload_op): host weights used in matmuls are
     // copied into the GPU compute buffer for batches >= 32; token_embd is a get_rows, not a matmul.
     if (!gpu && t.nrows > 1 && t.name != "token_embd.weight") largest_host_matrix = std::max(largest_host_matrix, f.unpadded);
@@ -198,12 +235,14 @@ WeightBytes weight_bytes(const ModelSpec& m, const WeightFormat& format, const E
   if (from_file) {  // the file's own tensors: what the backend allocates, to the byte
     out.device = Figure::exact(dev, dev_raw);
     out.host = Figure::exact(host, host_raw);
+    for (const auto& f : per_device) out.per_device.push_back(Figure::exact(f.bytes, f.unpadded));
     return out;
   }
   // An estimate: a given GGUF may use another mix (imatrix, a newer llama-quantize).
   auto high = [&](Bytes b) { return static_cast<Bytes>(static_cast<double>(b) * (1 + engine.weights_rel_error)); };
   out.device = Figure{dev, dev_raw, high(dev), Accuracy::estimate};
   out.host = Figure{host, host_raw, high(host), Accuracy::estimate};
+  for (const auto& f : per_device) out.per_device.push_back(Figure{f.bytes, f.unpadded, high(f.bytes), Accuracy::estimate});
   return out;
 }
 
