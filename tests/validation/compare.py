@@ -113,7 +113,7 @@ def predicted_components(pred: dict) -> dict:
 
 def compare_row(row: dict, pred: dict) -> dict:
     cfg = sweep.Config.from_dict(row["config"])
-    out = {"model": row["model"], "key": row["key"], **{k: v for k, v in cfg.as_dict().items() if k != "batch"},
+    out = {"model": row["model"], "key": row["key"], **{k: v for k, v in cfg.as_dict().items() if k not in ("batch", "outputs")},
            "measured": row["status"], "kvplan": pred["status"], "misses": []}
     if row["status"] != "ok" or pred["status"] != "ok":
         if (row["status"] == "refused") != (pred["status"] == "refused"):

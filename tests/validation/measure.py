@@ -125,7 +125,7 @@ class Engine:
         p.n_ubatch = cfg.ubatch
         p.n_seq_max = cfg.n_seq
         p.n_rs_seq = 0
-        p.n_outputs_max = 0
+        p.n_outputs_max = cfg.outputs  # 0: n_batch (the library's default); llama-server's is n_parallel · (1 + n_draft)
         p.n_outputs_max_per_seq = 0
         p.n_threads = 2
         p.n_threads_batch = 2

@@ -58,11 +58,15 @@ class Config:
     ubatch: int
     swa_full: bool
     batch: int = N_BATCH
+    # llama_context_params.n_outputs_max: 0 is the library's default (n_batch); llama-server sets
+    # n_parallel · (1 + n_draft) (tools/server/server-context.cpp server_output_limits).
+    outputs: int = 0
 
     @property
     def key(self) -> str:
         return (f"c{self.ctx}-k{self.type_k}-v{self.type_v}-fa{int(self.fa)}-np{self.n_seq}"
-                f"{'u' if self.unified else ''}-ub{self.ubatch}{'-swafull' if self.swa_full else ''}")
+                f"{'u' if self.unified else ''}-ub{self.ubatch}{'-swafull' if self.swa_full else ''}"
+                f"{f'-out{self.outputs}' if self.outputs else ''}")
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -70,7 +74,7 @@ class Config:
     @staticmethod
     def from_dict(d: dict) -> "Config":
         return Config(**{k: d[k] for k in ("ctx", "type_k", "type_v", "fa", "n_seq", "unified", "ubatch",
-                                           "swa_full", "batch")})
+                                           "swa_full", "batch")}, outputs=d.get("outputs", 0))
 
     def kvplan_args(self) -> list[str]:
         args = ["--ctx-size", str(self.ctx), "-ctk", self.type_k, "-ctv", self.type_v,
@@ -78,7 +82,7 @@ class Config:
                 "--batch-size", str(self.batch),
                 # measure.py creates library contexts (n_outputs_max 0 = n_batch, clamped by the context), not
                 # llama-server's (n_parallel): the reserve graph's logits rows follow.
-                "--n-outputs-max", str(min(self.ctx, self.batch))]
+                "--n-outputs-max", str(self.outputs or min(self.ctx, self.batch))]
         if self.unified:
             args.append("-kvu")
         if self.swa_full:
@@ -113,10 +117,23 @@ def _subset(model: str) -> list[Config]:
             C(16384, "f16", "f16", True, 4, True, 256, False),
             C(32768, "q8_0", "q8_0", True, 1, False, 1024, False),
         ]
+    out += _server_outputs()
     if model in WIDE_MODELS:
         # keep CI time down: no 32k context without flash attention on the wide model
         out = [c for c in out if c.ctx <= 16384 or c.fa]
     return _dedup(out)
+
+
+def _server_outputs() -> list[Config]:
+    """Contexts as llama-server creates them: logits rows n_parallel · (1 + n_draft), not n_batch."""
+    C = Config
+    return [
+        C(4096, "f16", "f16", True, 1, False, 512, False, outputs=1),
+        C(4096, "f16", "f16", False, 1, False, 512, False, outputs=1),
+        C(4096, "q8_0", "q8_0", True, 4, True, 512, False, outputs=4),
+        C(8192, "q8_0", "q8_0", True, 2, False, 512, False, outputs=8),  # two slots with a draft of 3 tokens
+        C(1000, "f16", "f16", True, 1, False, 256, False, outputs=4),
+    ]
 
 
 def _full(model: str) -> list[Config]:
@@ -129,7 +146,7 @@ def _full(model: str) -> list[Config]:
         ctxs, ubs = [1000, 8192], [256, 512]
     out = [Config(c, k, v, fa, n, u, ub, sf)
            for c, (k, v), fa, (n, u), ub, sf in itertools.product(ctxs, pairs, [True, False], seqs, ubs, swa)]
-    return _dedup(out)
+    return _dedup(out + _server_outputs())
 
 
 def _dedup(configs: list[Config]) -> list[Config]:
