@@ -122,6 +122,8 @@ int run(int argc, char** argv) {
   app.add_option("--priors", priors_file, "your own K/V measurements (tools/measure_kv CSV or llama-perplexity output) to calibrate the prior");
   std::string ram;
   app.add_option("--ram", ram, "host RAM the plan may use, e.g. 64GB (default: not checked)");
+  std::optional<double> ram_bandwidth;
+  app.add_option("--ram-bandwidth", ram_bandwidth, "host memory bandwidth in GB/s for the speed estimate (default 60)");
 
   auto* models_cmd = app.add_subcommand("models", "list the catalog's models");
   auto* gpus_cmd = app.add_subcommand("gpus", "list the catalog's GPUs");
@@ -232,6 +234,7 @@ int run(int argc, char** argv) {
   if (!reserve.empty()) req.reserve = kvplan::parse_size(reserve, "--reserve");
   if (!free_mem.empty()) req.free = kvplan::parse_size(free_mem, "--free");
   if (!ram.empty()) req.host_ram = kvplan::parse_size(ram, "--ram");
+  req.host_bandwidth_gbs = ram_bandwidth;
   if (cpu_moe && n_cpu_moe) throw InputError("--cpu-moe", "", "give either --cpu-moe or --n-cpu-moe N, not both");
   if (cpu_moe) req.n_cpu_moe = -1;
   if (n_cpu_moe) {

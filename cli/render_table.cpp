@@ -85,7 +85,7 @@ struct Column {
 std::string table(const Plan& p) {
   std::vector<Column> cols = {{"#", false},       {"weights", true},  {"ctx", false},     {"K", true},       {"V", true},
                                     {"FA", true},       {"weights", false}, {"K cache", false}, {"V cache", false}, {"compute", false},
-                                    {"overhead", false}, {"total", false},  {"headroom", false}, {"risk (est. loss)", true}, {"reason", true}};
+                                    {"overhead", false}, {"total", false},  {"headroom", false}, {"tok/s", false}, {"risk (est. loss)", true}, {"reason", true}};
   const bool has_state = std::any_of(p.options.begin(), p.options.end(), [](const Option& o) { return o.sum("state") > 0; });
   // A RAM column when layers or experts live in host memory (the host pool holds more than token_embd).
   const bool has_ram = p.pools.back().kind == "host" && (p.resolved.n_cpu_moe || (p.resolved.n_gpu_layers && *p.resolved.n_gpu_layers >= 0 &&
@@ -114,13 +114,13 @@ std::string table(const Plan& p) {
                     gib(on_devices("weights")), gib(on_devices("k_cache") + on_devices("swa_k_cache")),
                     gib(on_devices("v_cache") + on_devices("swa_v_cache")),
                     gib(o.sum("compute")), gib(overhead), gib(total),
-                    gib(headroom), loss_text(o.quality), o.reason});
+                    gib(headroom), o.decode_tps > 0 ? fmt::format("{:.0f}", o.decode_tps) : "-", loss_text(o.quality), o.reason});
     const std::string dev = devices.front();
     if (has_state) rows.back().insert(rows.back().begin() + 9, gib(o.sum("state", dev)));
-    if (has_ram) rows.back().insert(rows.back().end() - 2, gib(o.usage(p.pools.back().id).allocations));
+    if (has_ram) rows.back().insert(rows.back().end() - 3, gib(o.usage(p.pools.back().id).allocations));
   }
   if (has_state) cols.insert(cols.begin() + 9, Column{"state", false});
-  if (has_ram) cols.insert(cols.end() - 2, Column{"RAM", false});
+  if (has_ram) cols.insert(cols.end() - 3, Column{"RAM", false});
   std::vector<size_t> width(cols.size());
   for (size_t c = 0; c < cols.size(); ++c) {
     width[c] = cols[c].title.size();
@@ -150,7 +150,8 @@ std::string render_plan(const Plan& p) {
   std::string out = header(p) + "\n";
   out += table(p);
   out += "\nSizes in GiB (2^30 bytes). KV cache is exact for this engine build; weights, compute and overhead are estimates:\n"
-         "headroom = device - margin - every figure at its upper bound. `--json` has the bytes, `kvplan explain` one option in full.\n";
+         "headroom = device - margin - every figure at its upper bound. `--json` has the bytes, `kvplan explain` one option in full.\n"
+         "tok/s: decode speed of one conversation at full context, bandwidth bound (an estimate; - when a bandwidth is unknown).\n";
   if (const Option* rec = p.recommended()) {
     out += fmt::format("\nRecommended  #1: {} weights, {} tokens, K={} V={}, {}\n", rec->weights, rec->ctx_size, rec->cache_type_k,
                        rec->cache_type_v, loss_text(rec->quality));

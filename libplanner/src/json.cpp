@@ -144,6 +144,10 @@ json option_json(const Plan& p, const Option& o, int rank) {
   json launch = json::object();
   for (const auto& l : o.launches) launch[l.name] = l.text;
   j["launch"] = launch;
+  j["decode"] = o.decode_tps > 0 ? json{{"tokens_per_s", std::round(o.decode_tps * 10) / 10},
+                                          {"tokens_per_s_low", std::round(o.decode_tps_low * 10) / 10},
+                                          {"bound_by", o.decode_bound}}
+                                    : json(nullptr);
   j["max_concurrency"] = o.max_concurrency > 0 ? json(std::floor(o.max_concurrency * 100) / 100) : json(nullptr);
   return j;
 }
@@ -183,6 +187,7 @@ std::string to_json(const Plan& p, int indent) {
                   {"mmproj", r.mmproj ? json(r.mmproj->path) : json(nullptr)},
                   {"fit_target_mib", optional_json(r.fit_target_mib)},
                   {"host_ram_bytes", optional_json(r.host_ram)},
+                  {"host_bandwidth_gbs", optional_json(r.host_bandwidth_gbs)},
                   {"rope_scaling", optional_json(r.rope_scaling)},
                   {"rope_scale", optional_json(r.rope_scale)},
                   {"yarn_orig_ctx", optional_json(r.yarn_orig_ctx)},

@@ -62,6 +62,7 @@ struct Setup {
   std::vector<Pool> pools;
   std::string device_pool, host_pool;
   std::vector<std::string> gpu_pools;  // gpu0, gpu1, … (empty for unified memory and the CPU)
+  std::map<std::string, double> pool_bandwidth;  // GB/s per pool (the catalog GPU's; host: --ram-bandwidth or 60)
   int ctx_allowed = 0;     // the longest context the plan may use (native, or rope-scaled)
   bool rotation_rule = false;
   WeightFormat file_format;  // a GGUF's own format when it is not in the catalog (quality unknown)
@@ -432,6 +433,11 @@ Setup resolve(const Catalog& c, const Request& request) {
   if (devices.size() > 1 && (s.backend->id == "cpu" || s.backend->id == "metal" || (s.gpu && s.gpu->unified())))
     throw InputError("--gpu", r.gpu, "several devices need discrete GPUs");
   s.pools = make_pools(s, r, devices);
+  for (size_t i = 0; i < devices.size() && i < s.pools.size(); ++i)
+    if (devices[i].gpu && devices[i].gpu->bandwidth_gbs > 0) s.pool_bandwidth[s.pools[i].id] = devices[i].gpu->bandwidth_gbs;
+  if (r.host_bandwidth_gbs && *r.host_bandwidth_gbs <= 0)
+    throw InputError("--ram-bandwidth", fmt::format("{:g}", *r.host_bandwidth_gbs), "must be GB/s, above 0");
+  if (s.pools.back().kind == "host") s.pool_bandwidth["host"] = r.host_bandwidth_gbs.value_or(60);  // dual-channel DDR5-4800: 76.8 GB/s peak
   s.device_pool = s.pools.front().id;
   s.host_pool = s.pools.back().kind == "host" ? s.pools.back().id : s.pools.front().id;
   for (const auto& p : s.pools)
@@ -765,6 +771,43 @@ Option account(const Setup& s, const Candidate& c, int ctx) {
   if (r.mmproj) add_projector(s, c, o);
   sum_pools(s, o);
   return o;
+}
+
+// Decode speed (docs/formulas.md §11): one token reads every active weight and the whole KV cache once;
+// each pool streams its share at its bandwidth, the pools one after another (layers run in order).
+// Bandwidth efficiency 0.75 typical, 0.55 low: llama.cpp reaches about 0.77 of an RTX 3090's 936 GB/s on
+// Llama-3-8B Q4_0 at batch 1 (155 t/s, ggml-org/llama.cpp#15802). MoE experts are read in proportion
+// experts_used / experts; token_embd is a row lookup, not read.
+void estimate_speed(const Setup& s, Option& o) {
+  const ModelSpec& m = *s.model;
+  double active = 1;
+  if (m.moe && m.moe->experts > 0 && m.params > 0) {
+    const double expert_params = static_cast<double>(m.layers) * m.moe->experts * 3.0 * m.embd * m.moe->expert_ff;
+    active = 1 - std::min(0.95, expert_params / static_cast<double>(m.params)) * (1 - static_cast<double>(m.moe->experts_used) / m.moe->experts);
+  }
+  double seconds = 0, worst = 0;
+  for (const auto& pool : s.pools) {
+    double bytes = 0;
+    for (const auto& a : o.allocations) {
+      if (a.pool != pool.id) continue;
+      if (a.what == "weights") bytes += static_cast<double>(a.figure.bytes) * active;
+      else if (a.what == "weights_host" && pool.kind == "host") {
+        // RAM-resident layers are read by the CPU; token_embd (the input layer) is only looked up
+        const double embd = static_cast<double>(m.vocab) * m.embd * 0.6;  // about its bytes at 4-5 bits
+        bytes += std::max(0.0, static_cast<double>(a.figure.bytes) - embd) * active;
+      } else if (a.what == "k_cache" || a.what == "v_cache" || a.what == "swa_k_cache" || a.what == "swa_v_cache" || a.what == "state")
+        bytes += static_cast<double>(a.figure.bytes) / std::max(1, s.request.n_parallel);  // one conversation's cache
+    }
+    if (bytes <= 0) continue;
+    const double bw = s.pool_bandwidth.count(pool.id) ? s.pool_bandwidth.at(pool.id) : 0;
+    if (bw <= 0) return;  // unknown bandwidth: no estimate
+    const double t = bytes / (bw * 1e9);
+    seconds += t;
+    if (t > worst) worst = t, o.decode_bound = pool.id;
+  }
+  if (seconds <= 0) return;
+  o.decode_tps = 0.75 / seconds;
+  o.decode_tps_low = 0.55 / seconds;
 }
 
 // The tightest device's headroom (the only device with one GPU; the host pool is not a device).
@@ -1103,6 +1146,7 @@ Plan plan(const Catalog& catalog, const Request& request) {
     o.launch = o.launches.front().text;
     if (s.runtime && s.runtime->kind == "mlx" && prior_name(s, o.cache_type_k, true) != "f16")
       o.warnings.push_back("mlx_lm.server has no KV quantization flags: this cache runs with mlx_lm.generate or the Python API (kv_bits)");
+    estimate_speed(s, o);
     if (o.fits() && ctx > 0) {
       fitting.push_back(std::move(o));
     } else {

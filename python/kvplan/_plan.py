@@ -191,6 +191,9 @@ class Option:
     launch: str  # the engine's main launch line (llama-server for llama.cpp)
     launches: dict[str, str]  # every line by name: llama-server, llama-cli, ollama-env, modelfile, vllm, tabby-config, ...
     max_concurrency: float | None  # engines with a shared KV pool: conversations of ctx_size tokens it holds
+    decode_tps: float | None  # decode tokens/s of one conversation at full context (bandwidth bound; None: unknown)
+    decode_tps_low: float | None  # the same at low bandwidth efficiency
+    decode_bound: str  # the pool that takes most of the time per token
     plan: Plan = dataclasses.field(compare=False)
 
     @classmethod
@@ -207,7 +210,8 @@ class Option:
         quality = convert(Quality, o.quality, risk=o.quality.risk.name, evidence=tuple(o.quality.evidence))
         return convert(cls, o, rank=rank, fits=o.fits(), memory=memory, allocations=allocations, pools=pools,
                        quality=quality, plan=plan, launches={ln.name: ln.text for ln in o.launches},
-                       max_concurrency=o.max_concurrency or None)
+                       max_concurrency=o.max_concurrency or None, decode_tps=o.decode_tps or None,
+                       decode_tps_low=o.decode_tps_low or None)
 
     @property
     def ctx_text(self) -> str:
@@ -406,7 +410,7 @@ def plan(gpu: str | Sequence[str] | None = None, model: PathLike | None = None, 
          cache_type_k_draft: str | None = None, cache_type_v_draft: str | None = None,
          n_gpu_layers_draft: int | None = None, draft_max: int | None = None, mmproj: PathLike | None = None,
          mmproj_offload: bool | None = None, tensor_split: Sequence[float] | None = None,
-         split_mode: str | None = None, kv_unified: bool | None = None, n_ubatch: int | None = None, n_batch: int | None = None,
+         split_mode: str | None = None, host_bandwidth_gbs: float | None = None, kv_unified: bool | None = None, n_ubatch: int | None = None, n_batch: int | None = None,
          swa_full: bool | None = None, n_gpu_layers: GpuLayers | None = None, cpu_moe: bool | None = None,
          n_cpu_moe: int | None = None, rope_scaling: str | None = None,
          rope_scale: float | None = None, yarn_orig_ctx: int | None = None, engine: str | None = None,

@@ -29,6 +29,7 @@ class Options(TypedDict, total=False):
     n_outputs_max: int | None  # logits rows per batch (llama-server: n_parallel; a library context: n_batch)
     tensor_split: Sequence[float] | None  # several GPUs: each one's share of the layers (default: by free memory)
     split_mode: str | None  # several GPUs: layer (default) or none
+    host_bandwidth_gbs: float | None  # host memory bandwidth for the speed estimate (default 60 GB/s)
     model_draft: PathLike | None  # speculative decoding: a draft model (catalog name, GGUF file name or path)
     weights_draft: str | None  # the draft's GGUF format when it is a catalog model (default Q8_0)
     cache_type_k_draft: str | None  # -ctkd
@@ -77,7 +78,7 @@ FLAG_OF_KEYWORD: Mapping[str, str] = {
     "weights_draft": "--weights-draft", "cache_type_k_draft": "--cache-type-k-draft",
     "cache_type_v_draft": "--cache-type-v-draft", "n_gpu_layers_draft": "--n-gpu-layers-draft",
     "draft_max": "--spec-draft-n-max", "mmproj": "--mmproj", "mmproj_offload": "--no-mmproj-offload",
-    "tensor_split": "--tensor-split", "split_mode": "--split-mode",
+    "tensor_split": "--tensor-split", "split_mode": "--split-mode", "host_bandwidth_gbs": "--ram-bandwidth",
     "swa_full": "--swa-full", "n_gpu_layers": "--n-gpu-layers", "cpu_moe": "--cpu-moe", "n_cpu_moe": "--n-cpu-moe",
     "rope_scaling": "--rope-scaling", "rope_scale": "--rope-scale", "yarn_orig_ctx": "--yarn-orig-ctx",
     "engine": "--engine", "backend": "--backend", "build": "--build", "allow_slow": "--allow-slow",

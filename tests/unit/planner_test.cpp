@@ -315,3 +315,30 @@ TEST_CASE("several GPUs: layers split as llama.cpp load_tensors does, each GPU w
   r.cache_type_v.reset();
   CHECK_THROWS_WITH(plan(kvtest::catalog(), r), Catch::Contains("--tensor-parallel-size"));
 }
+
+// Decode speed against published llama.cpp measurements (llama-bench, batch 1): the estimate is bandwidth
+// bound at 0.75 of the card's peak; docs/formulas.md §11 lists the errors.
+TEST_CASE("decode speed estimate against published llama-bench figures") {
+  auto decode = [](const char* gpu, int ctx) {
+    Request r;
+    r.gpu = gpu;
+    r.model = "llama-3.1-8b";
+    r.weights = "Q4_0";
+    r.ctx_size = ctx;
+    r.cache_type_k = r.cache_type_v = "f16";
+    r.flash_attn = "on";
+    const Plan p = plan(kvtest::catalog(), r);
+    REQUIRE(!p.options.empty());
+    return p.options.front().decode_tps;
+  };
+  // RTX 3090, Llama-3-8B Q4_0, one token at a time: 155.0 t/s (ggml-org/llama.cpp#15802, 2025-09).
+  const double short_ctx = decode("rtx3090", 512);
+  CHECK(short_ctx == Approx(155.0).epsilon(0.15));
+  // RTX 4090 at 32768 tokens of context (pp512@d32768, ubatch 1): 98.1 t/s (ggml-org/llama.cpp#17505, 2025-11);
+  // every token also reads the 4 GiB f16 cache.
+  const double long_ctx = decode("rtx4090", 32768);
+  CHECK(long_ctx == Approx(98.1).epsilon(0.20));
+  CHECK(long_ctx < short_ctx);
+  // a bare size has no bandwidth: no estimate
+  CHECK(decode("24GB", 512) == 0);
+}

@@ -53,6 +53,7 @@ struct Request {
   std::optional<Bytes> reserve;      // memory kept for the display / other processes
   std::optional<Bytes> free;         // what is actually free on the GPU (replaces total − reserve)
   std::optional<Bytes> host_ram;     // --ram: the host pool's size (default: unbounded, reported only)
+  std::optional<double> host_bandwidth_gbs;  // --ram-bandwidth: host memory bandwidth for the speed estimate (default 60 GB/s)
   // Speculative decoding (llama-server -md): a draft model with its own context (common/speculative.cpp
   // common_speculative_init_result: the main context's parameters with the draft's cache types and layers).
   std::string model_draft;                            // catalog name, GGUF file name, or (CLI/Python) a path
@@ -148,6 +149,10 @@ struct Option {
   std::string launch;                 // the engine's main launch line (launches.front().text)
   std::vector<Launch> launches;       // every line for this engine (--emit NAME prints one)
   double max_concurrency = 0;         // pooled engines: full-length conversations the KV pool holds (0: n/a)
+  // Decode speed at full context, memory-bandwidth bound (docs/formulas.md §11): tokens per second for one
+  // conversation at typical and low bandwidth efficiency; 0 when a device's bandwidth is unknown (a bare size).
+  double decode_tps = 0, decode_tps_low = 0;
+  std::string decode_bound;           // the pool that takes most of the time per token
 
   Bytes sum(const std::string& what, const std::string& pool = {}) const;  // typical bytes of that kind (in one pool)
   const PoolUsage& usage(const std::string& pool) const;
