@@ -111,7 +111,11 @@ int run(int argc, char** argv) {
       ->check(CLI::IsMember({"draft-simple"}).description("only draft-simple is modelled"));
   app.add_option("--mmproj", mmproj, "vision projector GGUF (llama-server --mmproj)");
   app.add_flag("--no-mmproj-offload", no_mmproj_offload, "keep the projector in RAM (llama-server --no-mmproj-offload)");
-  for (const char* flag : {"--override-tensor", "--fit-ctx"})
+  std::vector<std::string> override_tensor;
+  app.add_option("--override-tensor", override_tensor, "PATTERN=DEVICE[,…]: weight tensors whose name matches go to DEVICE (CPU, CUDA0, …), as llama.cpp -ot")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  for (const char* flag : {"--fit-ctx"})
     unmodelled.push_back(app.add_option(flag, unmodelled_values, "not modelled yet")->group(""));
   bool no_kv_offload = false, cpu_moe = false;
   unmodelled.push_back(app.add_flag("--no-kv-offload", no_kv_offload, "not modelled yet")->group(""));
@@ -221,6 +225,17 @@ int run(int argc, char** argv) {
   req.cache_type_v = ctv;
   req.flash_attn = flash_attn;
   req.n_parallel = parallel;
+  for (const auto& list : override_tensor) {  // llama.cpp takes comma-separated lists
+    std::string item;
+    for (char ch : list + ",") {
+      if (ch != ',') {
+        item += ch;
+      } else if (!item.empty()) {
+        req.override_tensors.push_back(item);
+        item.clear();
+      }
+    }
+  }
   req.fit_placement = fit == "on" || fit == "ON" || fit == "On";
   req.fit_target_mib = fit_target;
   req.tensor_parallel = tensor_parallel;

@@ -166,6 +166,9 @@ std::string render_plan(const Plan& p) {
                          draft ? p.resolved.draft_file + ", K=" + p.resolved.draft_type_k + " V=" + p.resolved.draft_type_v
                                : p.resolved.mmproj_file);
     }
+    if (rec->decode_tps > 0)
+      out += fmt::format("Speed        decode ~{:.0f} tok/s at {} tokens (bound by {}){}\n", rec->decode_tps, rec->ctx_per_slot,
+                         rec->decode_bound, rec->prefill_tps > 0 ? fmt::format(", prefill ~{:.0f} tok/s", rec->prefill_tps) : "");
     if (rec->max_concurrency > 0)
       out += fmt::format("Capacity     the KV pool holds {:.2f} conversations of {} tokens\n", rec->max_concurrency, rec->ctx_per_slot);
     for (const auto& l : rec->launches)

@@ -146,7 +146,8 @@ json option_json(const Plan& p, const Option& o, int rank) {
   j["launch"] = launch;
   j["decode"] = o.decode_tps > 0 ? json{{"tokens_per_s", std::round(o.decode_tps * 10) / 10},
                                           {"tokens_per_s_low", std::round(o.decode_tps_low * 10) / 10},
-                                          {"bound_by", o.decode_bound}}
+                                          {"bound_by", o.decode_bound},
+                                          {"prefill_tokens_per_s", o.prefill_tps > 0 ? json(std::round(o.prefill_tps)) : json(nullptr)}}
                                     : json(nullptr);
   j["max_concurrency"] = o.max_concurrency > 0 ? json(std::floor(o.max_concurrency * 100) / 100) : json(nullptr);
   return j;
@@ -181,6 +182,7 @@ std::string to_json(const Plan& p, int indent) {
                   {"n_cpu_moe", optional_json(r.n_cpu_moe)},
                   {"fit_placement", r.fit_placement},
                   {"extra_gpus", r.extra_gpus},
+                  {"override_tensors", r.override_tensors},
                   {"tensor_split", r.tensor_split},
                   {"split_mode", r.split_mode},
                   {"model_draft", r.model_draft_spec ? json(r.model_draft_spec->name) : r.model_draft.empty() ? json(nullptr) : json(r.model_draft)},

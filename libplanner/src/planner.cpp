@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cmath>
 #include <map>
+#include <regex>
 #include <set>
 
 #include <fmt/format.h>
@@ -63,6 +64,7 @@ struct Setup {
   std::string device_pool, host_pool;
   std::vector<std::string> gpu_pools;  // gpu0, gpu1, … (empty for unified memory and the CPU)
   std::map<std::string, double> pool_bandwidth;  // GB/s per pool (the catalog GPU's; host: --ram-bandwidth or 60)
+  std::map<std::string, double> pool_tflops;     // FP16 tensor TFLOPS per GPU pool (catalog)
   int ctx_allowed = 0;     // the longest context the plan may use (native, or rope-scaled)
   bool rotation_rule = false;
   WeightFormat file_format;  // a GGUF's own format when it is not in the catalog (quality unknown)
@@ -435,6 +437,8 @@ Setup resolve(const Catalog& c, const Request& request) {
   s.pools = make_pools(s, r, devices);
   for (size_t i = 0; i < devices.size() && i < s.pools.size(); ++i)
     if (devices[i].gpu && devices[i].gpu->bandwidth_gbs > 0) s.pool_bandwidth[s.pools[i].id] = devices[i].gpu->bandwidth_gbs;
+  for (size_t i = 0; i < devices.size() && i < s.pools.size(); ++i)
+    if (devices[i].gpu && devices[i].gpu->fp16_tflops > 0) s.pool_tflops[s.pools[i].id] = devices[i].gpu->fp16_tflops;
   if (r.host_bandwidth_gbs && *r.host_bandwidth_gbs <= 0)
     throw InputError("--ram-bandwidth", fmt::format("{:g}", *r.host_bandwidth_gbs), "must be GB/s, above 0");
   if (s.pools.back().kind == "host") s.pool_bandwidth["host"] = r.host_bandwidth_gbs.value_or(60);  // dual-channel DDR5-4800: 76.8 GB/s peak
@@ -443,6 +447,26 @@ Setup resolve(const Catalog& c, const Request& request) {
   for (const auto& p : s.pools)
     if (p.kind == "gpu") s.gpu_pools.push_back(p.id);
 
+  // -ot PATTERN=DEVICE: the device names llama.cpp's buffer types carry (CPU, CUDA0, ROCm0, Vulkan0, SYCL0).
+  const std::string prefix = s.backend->id == "cuda" ? "CUDA" : s.backend->id == "rocm" ? "ROCm" : s.backend->id == "vulkan" ? "Vulkan"
+                             : s.backend->id == "sycl" ? "SYCL" : "";
+  for (const auto& ot : r.override_tensors) {
+    if (s.own_memory) throw InputError("--override-tensor", ot, "is a llama.cpp flag; " + s.runtime->name + " has no equivalent");
+    const auto eq = ot.rfind('=');
+    std::vector<std::string> names = {"CPU"};
+    for (size_t i = 0; i < devices.size() && !prefix.empty(); ++i) names.push_back(prefix + std::to_string(i));
+    if (eq == std::string::npos || eq == 0) throw InputError("--override-tensor", ot, "needs PATTERN=DEVICE, e.g. exps=CPU", names);
+    const std::string pattern = ot.substr(0, eq), device = ot.substr(eq + 1);
+    try {
+      (void)std::regex(pattern);
+    } catch (const std::regex_error& e) {
+      throw InputError("--override-tensor", ot, std::string("is not a valid regular expression: ") + e.what());
+    }
+    const auto it = std::find(names.begin(), names.end(), device);
+    if (it == names.end()) throw InputError("--override-tensor", ot, "names no device of this plan", names, closest_match(device, names));
+    s.placement.overrides.emplace_back(pattern, static_cast<int>(it - names.begin()) - 1);
+    s.resolved.override_tensors.push_back(ot);
+  }
   if (devices.size() > 1) {
     // llama.cpp splits layers by free memory unless told (load_tensors); kvplan states the split it planned
     // with on the launch line (-ts), so the engine's free-memory reading at start-up cannot move it.
@@ -693,7 +717,7 @@ Option account(const Setup& s, const Candidate& c, int ctx) {
   const KvCacheBytes kv = kv_cache_bytes(m, e, shape, tk, tv, c.flash_attn, *s.backend, place.first_gpu_layer);
   const KvCacheBytes kv_host = kv_cache_bytes(m, e, shape, tk, tv, c.flash_attn, cpu, 0, place.first_gpu_layer);
   ComputeBytes compute = compute_bytes(m, e, shape, tk, tv, c.flash_attn, *s.backend);
-  if (place.partial() || place.cpu_moe_layers > 0) {
+  if (place.partial() || place.cpu_moe_layers > 0 || !place.overrides.empty()) {
     // Host-resident weights used in matmuls are copied into the GPU compute buffer for batches of 32
     // or more (ggml-cuda offload_op, GGML_OP_OFFLOAD_MIN_BATCH); CPU layers need their own compute.
     if (shape.n_ubatch >= 32 && s.backend->id != "cpu") {
@@ -808,6 +832,29 @@ void estimate_speed(const Setup& s, Option& o) {
   if (seconds <= 0) return;
   o.decode_tps = 0.75 / seconds;
   o.decode_tps_low = 0.55 / seconds;
+
+  // Prefill: per token 2 FLOPs per active weight plus the attention over half the prompt on average
+  // (4 · n_layer · n_head · head_dim · ctx / 2), on the GPUs at 0.8 of their FP16 tensor throughput
+  // (RTX 3090 pp2048 Q6_K: 3491 t/s, ggml-org/llama.cpp#7860; RTX 4090 pp512 Q4_0: 10358 t/s, #7676).
+  // Weights in RAM are computed on the GPU too (op offload), after a PCIe copy per ubatch (25 GB/s).
+  Bytes weights_all = 0, weights_gpu = 0, weights_host_matmul = 0;
+  for (const auto& a : o.allocations) {
+    if (a.component != "main" || (a.what != "weights" && a.what != "weights_host")) continue;
+    weights_all += a.figure.bytes;
+    if (a.what == "weights") weights_gpu += a.figure.bytes;
+  }
+  const double embd_bytes = static_cast<double>(m.vocab) * m.embd * 0.6;
+  const bool host_layers = s.placement.partial() || s.placement.cpu_moe_layers > 0 || !s.placement.overrides.empty();
+  weights_host_matmul = host_layers ? std::max<Bytes>(0, weights_all - weights_gpu - static_cast<Bytes>(embd_bytes)) : 0;
+  double tflops = 0;  // the GPUs work one after another: the slowest sets the pace for its share, approximated by the first
+  for (const auto& pool : s.pools)
+    if (s.pool_tflops.count(pool.id)) tflops = tflops == 0 ? s.pool_tflops.at(pool.id) : std::min(tflops, s.pool_tflops.at(pool.id));
+  if (tflops <= 0 || weights_all <= 0) return;
+  const double flops_per_token = 2.0 * static_cast<double>(m.params) * active +
+                                 4.0 * m.layers * m.heads * m.head_dim_k * (o.ctx_per_slot / 2.0);
+  const double ub = s.resolved.n_ubatch;
+  const double t_ubatch = flops_per_token * ub / (tflops * 1e12 * 0.8) + static_cast<double>(weights_host_matmul) * active / 25e9;
+  o.prefill_tps = ub / t_ubatch;
 }
 
 // The tightest device's headroom (the only device with one GPU; the host pool is not a device).

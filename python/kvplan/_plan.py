@@ -194,6 +194,7 @@ class Option:
     decode_tps: float | None  # decode tokens/s of one conversation at full context (bandwidth bound; None: unknown)
     decode_tps_low: float | None  # the same at low bandwidth efficiency
     decode_bound: str  # the pool that takes most of the time per token
+    prefill_tps: float | None  # prefill tokens/s of a prompt as long as the context (compute bound; None: unknown)
     plan: Plan = dataclasses.field(compare=False)
 
     @classmethod
@@ -211,7 +212,7 @@ class Option:
         return convert(cls, o, rank=rank, fits=o.fits(), memory=memory, allocations=allocations, pools=pools,
                        quality=quality, plan=plan, launches={ln.name: ln.text for ln in o.launches},
                        max_concurrency=o.max_concurrency or None, decode_tps=o.decode_tps or None,
-                       decode_tps_low=o.decode_tps_low or None)
+                       decode_tps_low=o.decode_tps_low or None, prefill_tps=o.prefill_tps or None)
 
     @property
     def ctx_text(self) -> str:
@@ -410,7 +411,8 @@ def plan(gpu: str | Sequence[str] | None = None, model: PathLike | None = None, 
          cache_type_k_draft: str | None = None, cache_type_v_draft: str | None = None,
          n_gpu_layers_draft: int | None = None, draft_max: int | None = None, mmproj: PathLike | None = None,
          mmproj_offload: bool | None = None, tensor_split: Sequence[float] | None = None,
-         split_mode: str | None = None, host_bandwidth_gbs: float | None = None, kv_unified: bool | None = None, n_ubatch: int | None = None, n_batch: int | None = None,
+         split_mode: str | None = None, host_bandwidth_gbs: float | None = None,
+         override_tensors: Sequence[str] | None = None, kv_unified: bool | None = None, n_ubatch: int | None = None, n_batch: int | None = None,
          swa_full: bool | None = None, n_gpu_layers: GpuLayers | None = None, cpu_moe: bool | None = None,
          n_cpu_moe: int | None = None, rope_scaling: str | None = None,
          rope_scale: float | None = None, yarn_orig_ctx: int | None = None, engine: str | None = None,

@@ -30,6 +30,7 @@ class Options(TypedDict, total=False):
     tensor_split: Sequence[float] | None  # several GPUs: each one's share of the layers (default: by free memory)
     split_mode: str | None  # several GPUs: layer (default) or none
     host_bandwidth_gbs: float | None  # host memory bandwidth for the speed estimate (default 60 GB/s)
+    override_tensors: Sequence[str] | None  # llama.cpp -ot: "PATTERN=DEVICE" each (CPU, CUDA0, …)
     model_draft: PathLike | None  # speculative decoding: a draft model (catalog name, GGUF file name or path)
     weights_draft: str | None  # the draft's GGUF format when it is a catalog model (default Q8_0)
     cache_type_k_draft: str | None  # -ctkd
@@ -79,6 +80,7 @@ FLAG_OF_KEYWORD: Mapping[str, str] = {
     "cache_type_v_draft": "--cache-type-v-draft", "n_gpu_layers_draft": "--n-gpu-layers-draft",
     "draft_max": "--spec-draft-n-max", "mmproj": "--mmproj", "mmproj_offload": "--no-mmproj-offload",
     "tensor_split": "--tensor-split", "split_mode": "--split-mode", "host_bandwidth_gbs": "--ram-bandwidth",
+    "override_tensors": "--override-tensor",
     "swa_full": "--swa-full", "n_gpu_layers": "--n-gpu-layers", "cpu_moe": "--cpu-moe", "n_cpu_moe": "--n-cpu-moe",
     "rope_scaling": "--rope-scaling", "rope_scale": "--rope-scale", "yarn_orig_ctx": "--yarn-orig-ctx",
     "engine": "--engine", "backend": "--backend", "build": "--build", "allow_slow": "--allow-slow",
@@ -162,6 +164,11 @@ def request(cat: _core.Catalog, **given: object) -> _core.Request:
             _core.raise_input_error("--gpu", "", "is required (a GPU name such as rtx4090, or a size such as 24GB)")
         given["gpu"] = gpu[0]
         req.extra_gpus = [str(g) for g in gpu[1:]]
+    overrides = given.get("override_tensors")
+    if isinstance(overrides, str):
+        given["override_tensors"] = [o for o in overrides.split(",") if o]
+    elif isinstance(overrides, (list, tuple)):
+        given["override_tensors"] = [str(o) for o in overrides]
     split = given.get("tensor_split")
     if isinstance(split, (list, tuple)):
         given["tensor_split"] = [float(x) for x in split]

@@ -52,6 +52,7 @@ PYBIND11_MODULE(_core, m) {
       .def_readwrite("fit_placement", &Request::fit_placement)
       .def_readwrite("n_outputs_max", &Request::n_outputs_max)
       .def_readwrite("extra_gpus", &Request::extra_gpus)
+      .def_readwrite("override_tensors", &Request::override_tensors)
       .def_readwrite("host_bandwidth_gbs", &Request::host_bandwidth_gbs)
       .def_readwrite("tensor_split", &Request::tensor_split)
       .def_readwrite("split_mode", &Request::split_mode)
@@ -157,6 +158,7 @@ PYBIND11_MODULE(_core, m) {
       .def_readonly("decode_tps", &Option::decode_tps)
       .def_readonly("decode_tps_low", &Option::decode_tps_low)
       .def_readonly("decode_bound", &Option::decode_bound)
+      .def_readonly("prefill_tps", &Option::prefill_tps)
       .def("sum", &Option::sum, py::arg("what"), py::arg("pool") = std::string())
       .def("usage", &Option::usage, py::arg("pool"))
       .def("fits", &Option::fits);

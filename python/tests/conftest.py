@@ -26,7 +26,7 @@ ALIASES = {"-m": "--model", "-c": "--ctx-size", "--ctx": "--ctx-size", "-ctk": "
            "--tp": "--tensor-parallel-size", "-md": "--model-draft", "-ctkd": "--cache-type-k-draft",
            "--ctkd": "--cache-type-k-draft", "-ctvd": "--cache-type-v-draft", "--ctvd": "--cache-type-v-draft",
            "-ngld": "--n-gpu-layers-draft", "--ngld": "--n-gpu-layers-draft", "--draft-max": "--spec-draft-n-max",
-           "-mm": "--mmproj", "-ts": "--tensor-split", "-sm": "--split-mode"}
+           "-mm": "--mmproj", "-ts": "--tensor-split", "-sm": "--split-mode", "-ot": "--override-tensor"}
 SWITCHES = {"kv_unified", "swa_full", "allow_slow", "cpu_moe"}
 INTS = {"ctx_size", "n_parallel", "tensor_parallel", "fit_target_mib", "n_outputs_max", "n_gpu_layers_draft", "draft_max", "n_ubatch", "n_batch", "top", "yarn_orig_ctx", "n_cpu_moe"}
 SUBCOMMANDS = {"models", "gpus", "engines", "explain", "--help", "--version"}
@@ -93,11 +93,13 @@ def keywords(args: list[str]) -> dict[str, Any]:
             out.setdefault("data", []).append(value)
         elif keyword == "gpu" and "gpu" in out:  # --gpu repeated: several GPUs
             out["gpu"] = [*(out["gpu"] if isinstance(out["gpu"], list) else [out["gpu"]]), value]
+        elif keyword == "override_tensors":
+            out.setdefault(keyword, []).extend(o for o in value.split(",") if o)
         elif keyword == "tensor_split":
             out[keyword] = [float(x) for x in value.replace("/", ",").split(",")]
         elif keyword in INTS:
             out[keyword] = int(value)
-        elif keyword == "rope_scale":
+        elif keyword in ("rope_scale", "host_bandwidth_gbs"):
             out[keyword] = float(value)
         elif keyword == "n_gpu_layers":
             out[keyword] = value if value in ("all", "auto") else int(value)

@@ -342,3 +342,49 @@ TEST_CASE("decode speed estimate against published llama-bench figures") {
   // a bare size has no bandwidth: no estimate
   CHECK(decode("24GB", 512) == 0);
 }
+
+TEST_CASE("prefill speed estimate against published llama-bench figures") {
+  auto prefill = [](const char* gpu, const char* weights, int ctx) {
+    Request r;
+    r.gpu = gpu;
+    r.model = "llama-3.1-8b";
+    r.weights = weights;
+    r.ctx_size = ctx;
+    r.cache_type_k = r.cache_type_v = "f16";
+    r.flash_attn = "on";
+    const Plan p = plan(kvtest::catalog(), r);
+    REQUIRE(!p.options.empty());
+    return p.options.front().prefill_tps;
+  };
+  // RTX 3090, Llama-3-8B Q6_K, pp2048 at ubatch 512: 3491 t/s (ggml-org/llama.cpp#7860, 2024-06).
+  CHECK(prefill("rtx3090", "Q6_K", 2048) == Approx(3491).epsilon(0.10));
+  // RTX 4090, Llama-3-8B Q4_0, pp512: 10358 t/s (ggml-org/llama.cpp#7676, 2024-06): kvplan is ~21 % low.
+  CHECK(prefill("rtx4090", "Q4_0", 512) == Approx(10358).epsilon(0.25));
+}
+
+TEST_CASE("--override-tensor: weight tensors matching a pattern go to the named device") {
+  Request r;
+  r.gpu = "24GB";
+  r.model = "qwen3-30b-a3b";
+  r.weights = "Q8_0";
+  r.ctx_size = 16384;
+  r.cache_type_k = r.cache_type_v = "f16";
+  r.flash_attn = "on";
+  r.override_tensors = {"exps=CPU"};
+  const Plan ot = plan(kvtest::catalog(), r);
+  r.override_tensors.clear();
+  r.n_cpu_moe = -1;  // --cpu-moe is the same override llama.cpp builds for the experts
+  const Plan moe = plan(kvtest::catalog(), r);
+  REQUIRE(!ot.options.empty());
+  REQUIRE(!moe.options.empty());
+  CHECK(ot.options.front().sum("weights", "gpu0") == moe.options.front().sum("weights", "gpu0"));
+  CHECK(ot.options.front().sum("weights_host", "host") == moe.options.front().sum("weights_host", "host"));
+  CHECK(ot.options.front().launch.find(" -ot exps=CPU") != std::string::npos);
+  r.n_cpu_moe.reset();
+  r.override_tensors = {"exps=CUDA1"};
+  CHECK_THROWS_WITH(plan(kvtest::catalog(), r), Catch::Contains("names no device") && Catch::Contains("CUDA0"));
+  r.override_tensors = {"([=CPU"};
+  CHECK_THROWS_WITH(plan(kvtest::catalog(), r), Catch::Contains("not a valid regular expression"));
+  r.override_tensors = {"exps"};
+  CHECK_THROWS_WITH(plan(kvtest::catalog(), r), Catch::Contains("PATTERN=DEVICE"));
+}

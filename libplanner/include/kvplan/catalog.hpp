@@ -115,6 +115,7 @@ struct GpuSpec {
   std::int64_t total_mib = 0;
   std::int64_t working_set_mib = 0;  // unified memory only
   double bandwidth_gbs = 0;
+  double fp16_tflops = 0;  // dense FP16 tensor throughput, FP32 accumulate (vendor whitepaper; 0: unknown)
   bool unified() const { return memory_kind == "unified"; }
 };
 

@@ -71,6 +71,9 @@ struct Placement {
   // split point exceeds j / act_gpu_layers. Empty: one GPU.
   std::vector<double> split_points;
   int n_layer = 0;           // the model's layers (the output layer is index n_layer)
+  // -ot PATTERN=DEVICE (common/arg.cpp --override-tensor, llama-model.cpp load_tensors): the first pattern
+  // found in a weight tensor's name decides its device (-1: the CPU); KV stays with the layer.
+  std::vector<std::pair<std::string, int>> overrides;
   static Placement full() { return {}; }
   int devices() const { return split_points.empty() ? 1 : static_cast<int>(split_points.size()); }
   // The device of layer il (il == n_layer: the output layer); -1 for the CPU.

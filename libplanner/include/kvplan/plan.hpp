@@ -45,6 +45,7 @@ struct Request {
   bool allow_slow = false;           // offer pairs that run off the fast path
   std::optional<int> n_gpu_layers;   // -ngl: layers on the GPU (-1 or >= layers + 1: all, with the output layer)
   std::optional<int> n_cpu_moe;      // --n-cpu-moe N: experts of the first N layers in RAM (-1: --cpu-moe, all)
+  std::vector<std::string> override_tensors;  // -ot PATTERN=DEVICE (regex over tensor names; CPU, CUDA0, …), first match wins
   bool fit_placement = false;        // --fit on: llama-server's fit places the layers, kvplan sets its --fit-target
   std::optional<int> fit_target_mib; // --fit-target MiB given by the user: the margin becomes what it leaves
   std::optional<std::string> rope_scaling;  // --rope-scaling: enables the model's documented extension
@@ -153,6 +154,9 @@ struct Option {
   // conversation at typical and low bandwidth efficiency; 0 when a device's bandwidth is unknown (a bare size).
   double decode_tps = 0, decode_tps_low = 0;
   std::string decode_bound;           // the pool that takes most of the time per token
+  // Prefill speed of a prompt as long as the planned context (docs/formulas.md §11): compute bound on each GPU
+  // (0.8 of its FP16 tensor throughput), RAM-resident weights copied over PCIe per ubatch; 0 when unknown.
+  double prefill_tps = 0;
 
   Bytes sum(const std::string& what, const std::string& pool = {}) const;  // typical bytes of that kind (in one pool)
   const PoolUsage& usage(const std::string& pool) const;
@@ -168,6 +172,7 @@ struct Resolved {
   int n_parallel = 1;
   int tensor_parallel = 1;   // GPUs the model is split over (pools then describe one of them)
   std::vector<double> tensor_split;  // llama.cpp layer split as the launch line gives it (-ts), empty with one GPU
+  std::vector<std::string> override_tensors;  // -ot PATTERN=DEVICE as the launch line gives them
   bool pipeline_parallel = false;    // several GPUs with every layer offloaded (llama-context.cpp: n_copies 4)
   bool kv_unified = false;
   int n_ubatch = 512, n_batch = 2048;

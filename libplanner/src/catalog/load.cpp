@@ -244,6 +244,8 @@ GpuSpec read_gpu(const Reader& r) {
   g.compute_capability = r.get<std::string>("compute_capability", "");
   g.arch = r.get<std::string>("arch", "");
   g.bandwidth_gbs = r.get<double>("bandwidth_gbs", 0);
+  g.fp16_tflops = r.get<double>("fp16_tflops", 0);
+  if (g.fp16_tflops < 0) throw InputError(r.location("fp16_tflops"), std::to_string(g.fp16_tflops), "must not be negative");
   g.source = r.get<std::string>("source", "");
   return g;
 }
@@ -593,7 +595,7 @@ std::vector<T> read_all(const Sources& s, const std::string& collection, F read)
                   "ctx_extended", "rope_scaling", "swa", "moe", "mla", "recurrent", "kv_heads_per_layer", "sliding_layers",
                   "head_dim_swa", "head_dim_v_swa", "shared_kv_from", "source", "note"}},
       {"gpus", {"id", "name", "aliases", "vendor", "backend", "memory", "total_mib", "total_source", "working_set_mib",
-                "compute_capability", "arch", "bandwidth_gbs", "source", "note"}},
+                "compute_capability", "arch", "bandwidth_gbs", "fp16_tflops", "source", "note"}},
       {"tasks", {"id", "name", "aliases", "ctx_target", "ctx_min", "metric", "strictness", "summary", "source", "note"}},
       {"prior", prior_keys()},
       {"runtime", {"id", "name", "kind", "aliases", "version", "source", "backends", "rules", "same_type_kv", "mix_unquantized",

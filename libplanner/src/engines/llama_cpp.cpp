@@ -83,6 +83,7 @@ std::string launch_line(const ModelSpec& model, const Option& o, const Resolved&
   line += fmt::format(" -fa {} -ctk {} -ctv {}", o.flash_attn ? "on" : "off", o.cache_type_k, o.cache_type_v);
   line += r.placement == "kvplan" ? fmt::format(" -ngl {} --fit off", ngl) : fmt::format(" --fit on --fit-target {}", r.fit_target_mib);
   if (r.n_cpu_moe) line += *r.n_cpu_moe < 0 ? " --cpu-moe" : fmt::format(" --n-cpu-moe {}", *r.n_cpu_moe);
+  for (const auto& ot : r.override_tensors) line += " -ot " + ot;
   if (!r.tensor_split.empty()) {
     std::string ts;
     for (double v : r.tensor_split) ts += (ts.empty() ? "" : ",") + fmt::format("{:g}", v);

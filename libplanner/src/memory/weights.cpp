@@ -1,3 +1,4 @@
+#include <regex>
 #include <algorithm>
 #include <cctype>
 
@@ -165,9 +166,13 @@ int layer_of(const std::string& name) {
   for (; i < name.size() && std::isdigit(static_cast<unsigned char>(name[i])); ++i) il = il * 10 + (name[i] - '0');
   return i > 4 ? il : -1;
 }
+using Overrides = std::vector<std::pair<std::regex, int>>;
+
 // The GPU a tensor lives on, or -1 for the CPU.
-int device_of(const WeightTensor& t, const Placement& p) {
+int device_of(const WeightTensor& t, const Placement& p, const Overrides& overrides) {
   if (t.on_host) return -1;
+  for (const auto& [pattern, device] : overrides)
+    if (std::regex_search(t.name, pattern)) return device;
   const int il = layer_of(t.name);
   if (il < 0) return p.device_of(p.n_layer);  // output, output_norm (and a tied output copy)
   if (il < p.cpu_moe_layers && t.name.find("_exps") != std::string::npos) return -1;
@@ -179,6 +184,9 @@ WeightBytes weight_bytes(const ModelSpec& m, const WeightFormat& format, const E
                          const Placement& placement) {
   const BackendSpec& cpu = engine.backend("cpu");
   const bool from_file = !m.file_tensors.empty();
+  if (!from_file && (m.mla || m.recurrent) && !placement.overrides.empty())
+    throw InputError("--override-tensor", placement.overrides.front().first,
+                     m.name + " is sized from its parameter count (no per-tensor recipe): give its GGUF file to place tensors");
   if (!from_file && (m.mla || m.recurrent)) {
     // Catalog entries of these families have no tensor recipe yet: params × the format's measured
     // bits per weight (Llama-3.1-8B, tools/quantize README), a labelled estimate with a wider bound;
@@ -212,8 +220,10 @@ WeightBytes weight_bytes(const ModelSpec& m, const WeightFormat& format, const E
     throw InputError("--weights", format.id, "has no per-tensor recipe in data/weights; cannot size it");
   Bytes dev = 0, dev_raw = 0, host = 0, host_raw = 0, largest_host_matrix = 0;
   std::vector<Figure> per_device(static_cast<size_t>(placement.devices()));
+  Overrides overrides;
+  for (const auto& [pattern, device] : placement.overrides) overrides.emplace_back(std::regex(pattern), device);
   for (const auto& t : weight_tensors(m, format, engine)) {
-    const int device = device_of(t, placement);
+    const int device = device_of(t, placement, overrides);
     const bool gpu = device >= 0;
     // The output copy of a tied model exists only on another device than token_embd's (an offloaded
     // output layer on a GPU); on the CPU backend, or with the output layer in RAM, it is the same tensor.
