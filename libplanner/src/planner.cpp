@@ -385,8 +385,12 @@ Setup resolve(const Catalog& c, const Request& request) {
                                          : "several GPUs are planned for llama.cpp (and vLLM/SGLang tensor parallelism) only");
   if (several && r.free) throw InputError("--free", format_size(*r.free), "applies to one GPU; with several give --reserve");
   if (r.split_mode != "layer" && r.split_mode != "none")
-    throw InputError("--split-mode", r.split_mode, r.split_mode == "row" ? "row split is not modelled yet (weights split by rows, KV and "
-                                                                          "compute on the main GPU)" : "unknown split mode",
+    throw InputError("--split-mode", r.split_mode,
+                     r.split_mode == "row"    ? "llama.cpp b10454 refuses row split on CUDA and ROCm: their backend no longer offers a split "
+                                                "buffer type ('device CUDA0 does not support split buffers', llama-model.cpp "
+                                                "make_gpu_buft_list); SYCL's is not modelled"
+                     : r.split_mode == "tensor" ? "tensor split (EXPERIMENTAL in llama.cpp b10454) is not modelled"
+                                                : "unknown split mode",
                      {"layer", "none"});
   if (!r.tensor_split.empty() && r.tensor_split.size() != specs.size())
     throw InputError("--tensor-split", fmt::format("{} values", r.tensor_split.size()), fmt::format("needs one value per GPU ({})", specs.size()));
