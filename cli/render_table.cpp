@@ -102,12 +102,9 @@ std::string table(const Plan& p) {
       for (const auto& d : devices) b += o.sum(what, d);
       return b;
     };
-    Bytes total = 0, headroom = o.usage(devices.front()).headroom, overhead = 0;
-    for (size_t d = 0; d < devices.size(); ++d) {
-      total += o.usage(devices[d]).total;
-      headroom = std::min(headroom, o.usage(devices[d]).headroom);
-      overhead += p.pools[d].overhead.bytes;
-    }
+    Bytes overhead = 0;
+    for (size_t d = 0; d < devices.size(); ++d) overhead += p.pools[d].overhead.bytes;
+    const Bytes total = o.device_total(), headroom = o.device_headroom();
     const std::string ctx = o.ctx_per_slot == o.ctx_size ? std::to_string(o.ctx_size)
                                                          : fmt::format("{}={}x{}", o.ctx_size, p.resolved.n_parallel, o.ctx_per_slot);
     rows.push_back({std::to_string(i + 1), o.weights, ctx, o.cache_type_k, o.cache_type_v, own_memory(p) ? "-" : o.flash_attn ? "on" : "off",

@@ -39,6 +39,18 @@ const PoolUsage& Option::usage(const std::string& pool) const {
     if (p.pool == pool) return p;
   throw std::out_of_range("no pool " + pool);
 }
+Bytes Option::device_total() const {
+  Bytes t = 0;
+  for (const auto& u : pools)
+    if (u.pool != "host") t += u.total;
+  return t;
+}
+Bytes Option::device_headroom() const {
+  Bytes h = pools.front().headroom;
+  for (const auto& u : pools)
+    if (u.pool != "host") h = std::min(h, u.headroom);
+  return h;
+}
 bool Option::fits() const {
   return std::all_of(pools.begin(), pools.end(), [](const PoolUsage& p) { return p.headroom >= 0; });
 }
@@ -861,14 +873,6 @@ void estimate_speed(const Setup& s, Option& o) {
   o.prefill_tps = ub / t_ubatch;
 }
 
-// The tightest device's headroom (the only device with one GPU; the host pool is not a device).
-Bytes device_headroom(const Option& o) {
-  Bytes h = o.pools.front().headroom;
-  for (const auto& u : o.pools)
-    if (u.pool != "host") h = std::min(h, u.headroom);
-  return h;
-}
-
 double weights_bpw(const ModelSpec& m, const WeightBytes& w) {
   return static_cast<double>(w.device.unpadded + w.host.unpadded - (m.tied_embeddings ? w.host.unpadded : 0)) * 8 /
          static_cast<double>(m.params);
@@ -941,7 +945,7 @@ bool ranks_before(const Setup& s, const Option& a, const Option& b) {
   };
   if (key(a) != key(b)) return key(a) < key(b);
   if (a.quality.expected_loss != b.quality.expected_loss) return a.quality.expected_loss < b.quality.expected_loss;
-  const Bytes ha = device_headroom(a), hb = device_headroom(b);
+  const Bytes ha = a.device_headroom(), hb = b.device_headroom();
   if (ha != hb) return ha > hb;
   // Deterministic tie-break: flash attention on, then the catalog's order of formats and types.
   if (a.flash_attn != b.flash_attn) return a.flash_attn;
@@ -961,7 +965,7 @@ bool dominates(const Setup& s, const Option& b, const Option& a) {
   const int t = s.task->ctx_target;
   const int ca = std::min(a.ctx_per_slot, t), cb = std::min(b.ctx_per_slot, t);
   const double la = a.quality.expected_loss, lb = b.quality.expected_loss;
-  const Bytes ha = device_headroom(a), hb = device_headroom(b);
+  const Bytes ha = a.device_headroom(), hb = b.device_headroom();
   return cb >= ca && lb <= la && hb >= ha && (cb > ca || lb < la || hb > ha);
 }
 

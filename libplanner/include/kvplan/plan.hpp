@@ -161,6 +161,9 @@ struct Option {
   Bytes sum(const std::string& what, const std::string& pool = {}) const;  // typical bytes of that kind (in one pool)
   const PoolUsage& usage(const std::string& pool) const;
   bool fits() const;
+  // Over the devices (every pool but host RAM): what they hold together, and the tightest one's headroom.
+  Bytes device_total() const;
+  Bytes device_headroom() const;
 };
 
 // What the engine will actually do with the request, whatever option is chosen.
