@@ -733,7 +733,8 @@ Option account(const Setup& s, const Candidate& c, int ctx) {
   const KvCacheBytes kv = kv_cache_bytes(m, e, shape, tk, tv, c.flash_attn, *s.backend, place.first_gpu_layer);
   const KvCacheBytes kv_host = kv_cache_bytes(m, e, shape, tk, tv, c.flash_attn, cpu, 0, place.first_gpu_layer);
   ComputeBytes compute = compute_bytes(m, e, shape, tk, tv, c.flash_attn, *s.backend);
-  if (place.partial() || place.cpu_moe_layers > 0 || !place.overrides.empty()) {
+  const bool host_matmuls = place.partial() || place.cpu_moe_layers > 0 || !place.overrides.empty();
+  if (host_matmuls) {
     // Host-resident weights used in matmuls are copied into the GPU compute buffer for batches of 32
     // or more (ggml-cuda offload_op, GGML_OP_OFFLOAD_MIN_BATCH); CPU layers need their own compute.
     if (shape.n_ubatch >= 32 && s.backend->id != "cpu") {
@@ -763,13 +764,16 @@ Option account(const Setup& s, const Candidate& c, int ctx) {
     const bool always = (what == "k_cache" || what == "v_cache") && pool == s.device_pool;
     if (f.bytes != 0 || always) o.allocations.push_back({"main", what, pool, f});
   };
+  auto put_kv = [&](const KvCacheBytes& k, const std::string& pool) {
+    put("k_cache", pool, k.k);
+    put("v_cache", pool, k.v);
+    put("swa_k_cache", pool, k.swa_k);
+    put("swa_v_cache", pool, k.swa_v);
+    put("state", pool, k.state);
+  };
   if (s.gpu_pools.size() <= 1) {
     put("weights", s.device_pool, c.weight_bytes.device);
-    put("k_cache", s.device_pool, kv.k);
-    put("v_cache", s.device_pool, kv.v);
-    put("swa_k_cache", s.device_pool, kv.swa_k);
-    put("swa_v_cache", s.device_pool, kv.swa_v);
-    put("state", s.device_pool, kv.state);
+    put_kv(kv, s.device_pool);
     put("compute", s.device_pool, compute.device);
   } else {
     // Several GPUs (split mode layer): each GPU holds its layers' weights and KV (a contiguous range) and a
@@ -783,28 +787,17 @@ Option account(const Setup& s, const Candidate& c, int ctx) {
       for (int il = 0; il < m.layers; ++il)
         if (place.device_of(il) == static_cast<int>(d)) begin = std::min(begin, il), end = std::max(end, il + 1);
       put("weights", pool, c.weight_bytes.per_device.at(d));
-      if (begin < end) {
-        const KvCacheBytes k = kv_cache_bytes(m, e, shape, tk, tv, c.flash_attn, *s.backend, begin, end);
-        put("k_cache", pool, k.k);
-        put("v_cache", pool, k.v);
-        put("swa_k_cache", pool, k.swa_k);
-        put("swa_v_cache", pool, k.swa_v);
-        put("state", pool, k.state);
-      }
+      if (begin < end) put_kv(kv_cache_bytes(m, e, shape, tk, tv, c.flash_attn, *s.backend, begin, end), pool);
       const bool holds_output = place.device_of(last) == static_cast<int>(d);
       if (begin >= end && !holds_output) continue;
       Figure part = compute_bytes(m, e, shape, tk, tv, c.flash_attn, *s.backend, holds_output).device;
-      if (d == 0 && (place.partial() || place.cpu_moe_layers > 0)) part = compute.device;  // the op-offload copy is on the main GPU
+      if (d == 0 && host_matmuls) part = compute.device;  // the op-offload copy is on the main GPU
       if (s.resolved.pipeline_parallel) part.high *= 2;
       put("compute", pool, part);
     }
   }
   put("weights_host", s.host_pool, c.weight_bytes.host);
-  put("k_cache", s.host_pool, kv_host.k);
-  put("v_cache", s.host_pool, kv_host.v);
-  put("swa_k_cache", s.host_pool, kv_host.swa_k);
-  put("swa_v_cache", s.host_pool, kv_host.swa_v);
-  put("state", s.host_pool, kv_host.state);
+  put_kv(kv_host, s.host_pool);
   put("compute_host", s.host_pool, compute.host);
   put("output", s.host_pool, output_bytes(m, shape));
   if (s.draft) add_draft(s, c, ctx, o);
