@@ -651,6 +651,9 @@ def map_rows() -> list[Row]:
             r.reason = f"cache type not modelled ({k}/{v})"
         elif rel is None and metric not in ("kld", "median_kld"):
             r.reason = "no number relative to a baseline"
+        elif "partial run" in notes:
+            r.reason = ("partial run of tools/measure_kv (2-4K scored tokens per cell, below its 32K design): "
+                        "kept out of the fit until the full run")
         elif "baseline = K4V2" in notes or "baseline is q6_0" in notes or "baseline = q8_0-K/turbo3-V" in notes:
             r.reason = "baseline is another quantized cache, not f16"
         elif "baseline = rotation off" in notes:
