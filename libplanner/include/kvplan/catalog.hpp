@@ -171,6 +171,7 @@ struct EngineSpec {
     std::string recurrent;        // state kind, "" for none
     std::string attention;        // hybrid attention layers: "kv_heads" | "interval"
     int attention_interval = 0;
+    bool gated_query = false;     // the query projection also yields an output gate (2 · n_head · head_dim rows)
     std::string family;
   };
   std::map<std::string, ArchRule> archs;                 // architectures kvplan sizes

@@ -286,6 +286,7 @@ EngineSpec read_engine(const Reader& r) {
       rule.recurrent = str("recurrent");
       rule.attention = str("attention");
       rule.attention_interval = num("attention_interval");
+      rule.gated_query = a["gated_query"] && r.convert<bool>("archs." + name + ".gated_query", a["gated_query"]);
       rule.family = str("family");
       e.archs[name] = rule;
     }

@@ -39,7 +39,10 @@ ComputeBytes compute_bytes(const ModelSpec& m, const EngineSpec& engine, const C
   // with the absorbed latent query, n_head · (kv_lora_rank + rope) (llama-model.cpp build_deepseek2).
   const double q_width = m.mla && !m.mla->legacy ? static_cast<double>(m.heads) * (m.mla->kv_lora_rank + m.mla->rope_dim)
                                                  : static_cast<double>(m.heads) * m.head_dim_k;
-  const double small = (4.0 * m.embd + 2.0 * q_width) * ub * 4;
+  // A gated query (Qwen3-Next: wq yields the query and an output gate) keeps a third query-wide row live.
+  const EngineSpec::ArchRule* arch = engine.arch(m.arch);
+  const double q_rows = arch && arch->gated_query ? 3.0 : 2.0;
+  const double small = (4.0 * m.embd + q_rows * q_width) * ub * 4;
   // The reserve graph computes logits for min(n_tokens, n_outputs_max) rows (llama-context.cpp graph_reserve
   // callers): every ubatch token for a library context, n_parallel · (1 + n_draft) for llama-server.
   const double rows = s.n_outputs > 0 ? std::min<double>(s.n_outputs, ub) : ub;
