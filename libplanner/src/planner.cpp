@@ -217,6 +217,9 @@ void check_runtime_request(const RuntimeProfile& rt, Request& r) {
   }
   if (rt.kind == "ollama") {
     if (r.kv_unified) throw InputError("--kv-unified", "", "Ollama starts llama-server with -np and never --kv-unified: each slot has its own cache");
+    if (r.n_cpu_moe || !r.override_tensors.empty())
+      throw InputError(r.n_cpu_moe ? "--cpu-moe/--n-cpu-moe" : "--override-tensor", "",
+                       "Ollama has no setting that passes it to llama-server (llm/llama_server.go); only num_gpu (-ngl) places layers");
     return;
   }
   auto refuse = [&](bool given, const std::string& flag) {
@@ -526,7 +529,8 @@ Setup resolve(const Catalog& c, const Request& request) {
   // layers only when the user gave no -ngl/overrides and keeps --fit-target MiB free on each device beyond
   // what it measures (weights, KV, compute); the driver context is already outside its free memory, so the
   // target is kvplan's margin plus what fit cannot see (pool growth, BLAS workspace). Ollama always uses fit.
-  const bool fit = r.fit_placement || (s.runtime && s.runtime->kind == "ollama");
+  // Ollama passes -ngl only for a num_gpu parameter; without one llama-server's fit places the layers.
+  const bool fit = r.fit_placement || (s.runtime && s.runtime->kind == "ollama" && !r.n_gpu_layers);
   if (fit && s.own_memory) throw InputError("--fit", "on", "is llama-server's placement; " + s.runtime->name + " has none");
   if (fit && (r.n_gpu_layers || r.n_cpu_moe))
     throw InputError("--fit", "on", "an explicit -ngl / --cpu-moe turns llama-server's fit placement off: give one or the other");

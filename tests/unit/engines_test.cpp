@@ -150,6 +150,16 @@ TEST_CASE("Ollama: llama.cpp's memory, one cache type, per-slot num_ctx, env and
   CHECK(p.resolved.placement == "llama-server --fit");
   CHECK(p.resolved.fit_target_mib == 1024);
   CHECK(p.pools.front().margin == (1024LL - 300 - 32) << 20);
+  // num_gpu: Ollama passes -ngl, so kvplan places the layers and the Modelfile says so.
+  Request ngl = r;
+  ngl.n_gpu_layers = 40;
+  const Plan pn = plan(kvtest::catalog(), ngl);
+  REQUIRE(!pn.options.empty());
+  CHECK(pn.resolved.placement == "kvplan");
+  CHECK(pn.options.front().launches[1].text.find("PARAMETER num_gpu 40") != std::string::npos);
+  ngl.n_gpu_layers.reset();
+  ngl.n_cpu_moe = -1;
+  CHECK_THROWS_WITH(plan(kvtest::catalog(), ngl), Catch::Contains("Ollama has no setting"));
   // Two slots: -c is num_ctx × 2 with a stream each; num_ctx stays per conversation.
   r.n_parallel = 2;
   r.ctx_size = 32768;
