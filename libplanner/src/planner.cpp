@@ -409,7 +409,7 @@ Setup resolve(const Catalog& c, const Request& request) {
                      {"layer", "none"});
   if (!r.tensor_split.empty() && r.tensor_split.size() != specs.size())
     throw InputError("--tensor-split", fmt::format("{} values", r.tensor_split.size()), fmt::format("needs one value per GPU ({})", specs.size()));
-  if (std::any_of(r.tensor_split.begin(), r.tensor_split.end(), [](double v) { return v < 0; }) ||
+  if (std::any_of(r.tensor_split.begin(), r.tensor_split.end(), [](double v) { return !std::isfinite(v) || v < 0; }) ||
       (!r.tensor_split.empty() && std::all_of(r.tensor_split.begin(), r.tensor_split.end(), [](double v) { return v == 0; })))
     throw InputError("--tensor-split", "", "needs non-negative proportions, not all zero");
   if (r.split_mode == "none") specs.resize(1);  // llama.cpp uses the main GPU alone
@@ -496,8 +496,7 @@ Setup resolve(const Catalog& c, const Request& request) {
     s.placement.split(weights);
     s.resolved.tensor_split = weights;
     s.resolved.pipeline_parallel = s.placement.first_gpu_layer == 0 && s.placement.output_on_gpu;
-    if (s.draft) s.resolved.draft_device = fmt::format("{}0", s.backend->id == "cuda" ? "CUDA" : s.backend->id == "rocm" ? "ROCm"
-                                                                   : s.backend->id == "vulkan" ? "Vulkan" : "SYCL");
+    if (s.draft) s.resolved.draft_device = prefix + "0";
   }
   s.resolved.engine = s.engine->name;
   s.resolved.engine_build = s.engine->build_name + ", as vendored by " + s.engine->vendored_by;
@@ -815,7 +814,8 @@ Option account(const Setup& s, const Candidate& c, int ctx) {
 // Bandwidth efficiency 0.75 typical, 0.55 low: llama.cpp reaches about 0.77 of an RTX 3090's 936 GB/s on
 // Llama-3-8B Q4_0 at batch 1 (155 t/s, ggml-org/llama.cpp#15802). MoE experts are read in proportion
 // experts_used / experts; token_embd is a row lookup, not read.
-void estimate_speed(const Setup& s, Option& o) {
+void estimate_speed(const Setup& s, const Candidate& c, Option& o) {
+  const double lookup = static_cast<double>(c.weight_bytes.lookup_host);  // token_embd in RAM: a row per token
   const ModelSpec& m = *s.model;
   double active = 1;
   if (m.moe && m.moe->experts > 0 && m.params > 0) {
@@ -830,8 +830,7 @@ void estimate_speed(const Setup& s, Option& o) {
       if (a.what == "weights") bytes += static_cast<double>(a.figure.bytes) * active;
       else if (a.what == "weights_host" && pool.kind == "host") {
         // RAM-resident layers are read by the CPU; token_embd (the input layer) is only looked up
-        const double embd = static_cast<double>(m.vocab) * m.embd * 0.6;  // about its bytes at 4-5 bits
-        bytes += std::max(0.0, static_cast<double>(a.figure.bytes) - embd) * active;
+        bytes += std::max(0.0, static_cast<double>(a.figure.bytes) - lookup) * active;
       } else if (a.what == "k_cache" || a.what == "v_cache" || a.what == "swa_k_cache" || a.what == "swa_v_cache" || a.what == "state")
         bytes += static_cast<double>(a.figure.bytes) / std::max(1, s.request.n_parallel);  // one conversation's cache
     }
@@ -856,10 +855,9 @@ void estimate_speed(const Setup& s, Option& o) {
     weights_all += a.figure.bytes;
     if (a.what == "weights") weights_gpu += a.figure.bytes;
   }
-  const double embd_bytes = static_cast<double>(m.vocab) * m.embd * 0.6;
   const bool host_layers = s.placement.partial() || s.placement.cpu_moe_layers > 0 || !s.placement.overrides.empty();
-  weights_host_matmul = host_layers ? std::max<Bytes>(0, weights_all - weights_gpu - static_cast<Bytes>(embd_bytes)) : 0;
-  double tflops = 0;  // the GPUs work one after another: the slowest sets the pace for its share, approximated by the first
+  weights_host_matmul = host_layers ? std::max<Bytes>(0, weights_all - weights_gpu - c.weight_bytes.lookup_host) : 0;
+  double tflops = 0;  // the GPUs work one after another: the slowest one's throughput, a lower bound
   for (const auto& pool : s.pools)
     if (s.pool_tflops.count(pool.id)) tflops = tflops == 0 ? s.pool_tflops.at(pool.id) : std::min(tflops, s.pool_tflops.at(pool.id));
   if (tflops <= 0 || weights_all <= 0) return;
@@ -1198,7 +1196,7 @@ Plan plan(const Catalog& catalog, const Request& request) {
     o.launch = o.launches.front().text;
     if (s.runtime && s.runtime->kind == "mlx" && prior_name(s, o.cache_type_k, true) != "f16")
       o.warnings.push_back("mlx_lm.server has no KV quantization flags: this cache runs with mlx_lm.generate or the Python API (kv_bits)");
-    estimate_speed(s, o);
+    estimate_speed(s, c, o);
     if (o.fits() && ctx > 0) {
       fitting.push_back(std::move(o));
     } else {

@@ -341,6 +341,19 @@ TEST_CASE("decode speed estimate against published llama-bench figures") {
   CHECK(long_ctx < short_ctx);
   // a bare size has no bandwidth: no estimate
   CHECK(decode("24GB", 512) == 0);
+  // Full offload: token_embd stays in RAM but is only looked up, so the GPU bounds decoding. F16 on an RTX 4090:
+  // about 15 GB of GPU weights per token, 0.75 · 1008 GB/s / 15 GB ≈ 50 t/s.
+  Request f16;
+  f16.gpu = "rtx4090";
+  f16.model = "llama-3.1-8b";
+  f16.weights = "F16";
+  f16.ctx_size = 512;
+  f16.cache_type_k = f16.cache_type_v = "f16";
+  f16.flash_attn = "on";
+  const Plan pf = plan(kvtest::catalog(), f16);
+  REQUIRE(!pf.options.empty());
+  CHECK(pf.options.front().decode_bound == "gpu0");
+  CHECK(pf.options.front().decode_tps == Approx(50).epsilon(0.1));
 }
 
 TEST_CASE("prefill speed estimate against published llama-bench figures") {

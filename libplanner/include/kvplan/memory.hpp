@@ -99,6 +99,7 @@ struct WeightBytes {
   Figure device, host;              // device: every GPU together
   std::vector<Figure> per_device;   // each GPU's share (one entry with one GPU)
   Bytes largest_host_matrix = 0;  // the biggest host-resident matmul weight (copied into the GPU compute buffer)
+  Bytes lookup_host = 0;          // token_embd in RAM: looked up a row per token, not streamed (the speed estimate)
 };
 // Labelled estimate for catalog models: per-tensor types follow llama-quantize's recipe, which a
 // given GGUF may not (imatrix, custom mixes). Exact for a GGUF's own tensors.

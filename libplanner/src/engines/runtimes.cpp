@@ -78,6 +78,7 @@ WeightBytes runtime_weight_bytes(const ModelSpec& m, const WeightFormat& f, doub
   WeightBytes w;
   w.device = Figure::estimate(bytes_of(device), bytes_of(device * (1 + rel_error)));
   w.host = Figure::estimate(bytes_of(host), bytes_of(host * (1 + rel_error)));
+  w.lookup_host = bytes_of(host);  // the host part is the token embeddings alone
   return w;
 }
 

@@ -204,6 +204,7 @@ WeightBytes weight_bytes(const ModelSpec& m, const WeightFormat& format, const E
     auto high = [&](Bytes b) { return static_cast<Bytes>(static_cast<double>(b) * (1 + engine.weights_rel_error_fallback)); };
     WeightBytes out{Figure{dev, dev, high(dev), Accuracy::estimate}, Figure{host, host, high(host), Accuracy::estimate}, {}, 0};
     if (placement.partial()) out.largest_host_matrix = body / std::max(1, m.layers) / 3;  // about one FFN matrix of a layer
+    out.lookup_host = embd;
     // several GPUs: the repeating layers in proportion to each device's layers, tied output on the output's device
     const int n = placement.devices();
     std::vector<int> layers_on(static_cast<size_t>(n), 0);
@@ -218,7 +219,7 @@ WeightBytes weight_bytes(const ModelSpec& m, const WeightFormat& format, const E
   }
   if (!from_file && format.base_type.empty())
     throw InputError("--weights", format.id, "has no per-tensor recipe in data/weights; cannot size it");
-  Bytes dev = 0, dev_raw = 0, host = 0, host_raw = 0, largest_host_matrix = 0;
+  Bytes dev = 0, dev_raw = 0, host = 0, host_raw = 0, largest_host_matrix = 0, lookup_host = 0;
   std::vector<Figure> per_device(static_cast<size_t>(placement.devices()));
   Overrides overrides;
   for (const auto& [pattern, device] : placement.overrides) overrides.emplace_back(std::regex(pattern), device);
@@ -239,9 +240,11 @@ WeightBytes weight_bytes(const ModelSpec& m, const WeightFormat& format, const E
     // op offload (ggml-cuda ggml_backend_cuda_device_offload_op): host weights used in matmuls are
     // copied into the GPU compute buffer for batches >= 32; token_embd is a get_rows, not a matmul.
     if (!gpu && t.nrows > 1 && t.name != "token_embd.weight") largest_host_matrix = std::max(largest_host_matrix, f.unpadded);
+    if (!gpu && t.name == "token_embd.weight") lookup_host += f.bytes;
   }
   WeightBytes out;
   out.largest_host_matrix = largest_host_matrix;
+  out.lookup_host = lookup_host;
   if (from_file) {  // the file's own tensors: what the backend allocates, to the byte
     out.device = Figure::exact(dev, dev_raw);
     out.host = Figure::exact(host, host_raw);
