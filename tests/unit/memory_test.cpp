@@ -132,22 +132,25 @@ TEST_CASE("compute buffer estimates against CUDA logs (formulas.md §1.4)") {
   s = context_shape(q, kvtest::engine(), 8192, 1, false, 512, 2048, false);
   c = compute_bytes(q, kvtest::engine(), s, kvtest::type("f16"), kvtest::type("f16"), true, kvtest::cuda());
   CHECK(mib(c.device.bytes) == Approx(307.00).margin(0.01));
-  // Qwen2.5-Coder-32B, FA on, q8_0 at 32k: the f16 scratch (128 MiB) stays under the logits block (formulas.md §7.1)
+  // Qwen2.5-Coder-32B, FA on, q8_0 at 32k: the f16 scratch (128 MiB) stays under the logits block (formulas.md §7.1),
+  // plus b10454's Hadamard rotation inputs for a quantized cache of head size 128: 128² · 4 (K) + 64² · 4 (V) = 80 KiB
   const ModelSpec& coder = kvtest::catalog().model("qwen2.5-coder-32b");
   s = context_shape(coder, kvtest::engine(), 32768, 1, false, 512, 2048, false);
   c = compute_bytes(coder, kvtest::engine(), s, kvtest::type("q8_0"), kvtest::type("q8_0"), true, kvtest::cuda());
-  CHECK(mib(c.device.bytes) == Approx(307.00).margin(0.01));
+  CHECK(c.device.bytes == 307LL * 1024 * 1024 + 81920);
   // FA off at 32k: 32768·512·40·4 = 2560 MiB + ~60 MiB (formulas.md §7.1 "about 2.6 GiB")
   c = compute_bytes(coder, kvtest::engine(), s, kvtest::type("f16"), kvtest::type("f16"), false, kvtest::cuda());
   CHECK(mib(c.device.bytes) == Approx(2620.0).margin(20));
   // llama-server at b10454 reserves logits for min(n_batch, n_parallel · (1 + n_draft)) rows
   // (tools/server/server-context.cpp server_output_limits; llama-context.cpp n_outputs_pp): one row with -np 1,
   // so the FA-on peak is the attention stage: the f16 copies 32768 · 2048 · 2 = 134 217 728 B plus
-  // (4 · 5120 + 2 · 40 · 128) · 512 · 4 = 62 914 560 B of rows beside it = 197 132 288 B.
+  // (4 · 5120 + 2 · 40 · 128) · 512 · 4 = 62 914 560 B of rows beside it = 197 132 288 B, + 81 920 B of rotation inputs.
   s = context_shape(coder, kvtest::engine(), 32768, 1, false, 512, 2048, false);
   s.n_outputs = 1;
   c = compute_bytes(coder, kvtest::engine(), s, kvtest::type("q8_0"), kvtest::type("q8_0"), true, kvtest::cuda());
-  CHECK(c.device.bytes == 197132288);
+  CHECK(c.device.bytes == 197132288 + 81920);
+  // The upper bound: +10 % and one query-wide row per ubatch token (40 · 128 · 512 · 4 = 10 485 760 B)
+  CHECK(c.device.high == std::llround((197132288 + 81920) * 1.10) + 10485760);
   // f16 cache: no copies; the FFN stage (2 · 27648 + 6 · 5120) · 512 · 4 = 176 160 768 B.
   c = compute_bytes(coder, kvtest::engine(), s, kvtest::type("f16"), kvtest::type("f16"), true, kvtest::cuda());
   CHECK(c.device.bytes == 176160768);
@@ -158,6 +161,29 @@ TEST_CASE("compute buffer estimates against CUDA logs (formulas.md §1.4)") {
   CHECK(plan(kvtest::catalog(), r).resolved.n_outputs_max == 3);
   r.n_outputs_max = 4096;
   CHECK_THROWS_WITH(plan(kvtest::catalog(), r), Catch::Contains("--n-outputs-max") && Catch::Contains("1..2048"));
+}
+
+TEST_CASE("compute buffer: b10454's Hadamard rotation inputs for quantized caches (llama-kv-cache.cpp attn_rot_k/v)") {
+  // What a quantized type adds over f16/f16 at the same shape (FA on, so no other term changes on CUDA for f16
+  // vs q-types below the logits block). Measured on the CPU backend by tests/validation: a head size of 128
+  // and one cache adds 81 920 B (qwen3-tiny q4_0/q4_0), K only 65 536 B, V only 16 384 B; iSWA doubles it
+  // (gemma3-tiny 163 840 B); head size 64 gives 64² · 4 per side (gpt-oss-tiny, two caches: 65 536 B).
+  auto extra = [](const char* id, const char* k, const char* v) {
+    const ModelSpec& m = kvtest::catalog().model(id);
+    const auto s = context_shape(m, kvtest::engine(), 4096, 1, false, 512, 2048, false);
+    const auto base = compute_bytes(m, kvtest::engine(), s, kvtest::type("f16"), kvtest::type("f16"), true, kvtest::engine().backend("cpu"));
+    const auto test = compute_bytes(m, kvtest::engine(), s, kvtest::type(k), kvtest::type(v), true, kvtest::engine().backend("cpu"));
+    return test.device.bytes - base.device.bytes;
+  };
+  CHECK(extra("qwen2.5-coder-32b", "q4_0", "q4_0") == 81920);
+  CHECK(extra("qwen2.5-coder-32b", "q8_0", "f16") == 65536);
+  CHECK(extra("qwen2.5-coder-32b", "f16", "q8_0") == 16384);
+  CHECK(extra("gemma-3-27b-it", "q8_0", "q8_0") == 163840);
+  CHECK(extra("gpt-oss-20b", "q8_0", "q8_0") == 65536);
+  // Head size 96 is not a multiple of 64: no rotation, no input
+  CHECK(extra("phi-3.5-mini-instruct", "q4_0", "q4_0") == 0);
+  // MLA: K rows of 512 + 64 = 576, whose largest power-of-two divisor is 64; no V head size, no V input
+  CHECK(extra("deepseek-v2-lite", "q8_0", "q8_0") == 16384);
 }
 
 TEST_CASE("output buffer: n_vocab · n_seq · 4 bytes in pinned host memory (formulas.md §1.3)") {

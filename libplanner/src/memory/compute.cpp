@@ -9,6 +9,36 @@ Figure estimate_with_error(double bytes, double rel_error) {
   const auto typical = static_cast<Bytes>(std::llround(bytes));
   return Figure::estimate(typical, static_cast<Bytes>(std::llround(bytes * (1 + rel_error))));
 }
+
+// Hadamard rotation of quantized caches (build rule kv_rotation; src/llama-kv-cache.cpp constructor
+// attn_rot_k/attn_rot_v and build_input_k_rot/build_input_v_rot): every KV cache (an iSWA model has two)
+// whose layers share one K head size gets an f32 nrot x nrot graph input, nrot the largest power of two
+// dividing that head size (at least 64), when K is quantized and the model's head size is a multiple of 64;
+// V gets a 64 x 64 input under the same rule (never for MLA, whose cache has no V head size). The inputs
+// live for the whole graph, so they add to every phase (measured by tests/validation: qwen3-tiny q4_0/q4_0
+// 81 920 B, gemma3-tiny 163 840 B over f16/f16).
+double rotation_inputs(const ModelSpec& m, const EngineSpec& engine, const std::vector<LayerCache>& layers,
+                       const GgmlType& type_k, const GgmlType& type_v) {
+  if (!engine.rule_holds("kv_rotation") || !(type_k.quantized() || type_v.quantized())) return 0;
+  const bool mla = m.mla && !m.mla->legacy;
+  const int model_head_k = mla ? m.mla->kv_lora_rank + m.mla->rope_dim : m.head_dim_k;
+  double bytes = 0;
+  for (const LayerKind kind : {LayerKind::full, LayerKind::sliding}) {
+    int head_k = 0, head_v = 0;  // 0: no layer in this cache; -1: layers differ (llama.cpp: n_embd_head_*_all)
+    for (const auto& c : layers) {
+      if (c.kind != kind) continue;
+      head_k = head_k == 0 ? c.head_k : (head_k == c.head_k ? head_k : -1);
+      if (!mla) head_v = head_v == 0 ? c.head_v : (head_v == c.head_v ? head_v : -1);
+    }
+    if (type_k.quantized() && head_k > 0 && model_head_k % 64 == 0) {
+      int nrot = 64;
+      while (head_k % (nrot * 2) == 0) nrot *= 2;
+      bytes += 4.0 * nrot * nrot;
+    }
+    if (type_v.quantized() && head_v > 0 && m.head_dim_v % 64 == 0) bytes += 4.0 * 64 * 64;
+  }
+  return bytes;
+}
 }  // namespace
 
 // llama.cpp measures the compute buffer by reserving the worst-case graph (src/llama-context.cpp
@@ -23,11 +53,12 @@ Figure estimate_with_error(double bytes, double rel_error) {
 ComputeBytes compute_bytes(const ModelSpec& m, const EngineSpec& engine, const ContextShape& s, const GgmlType& type_k,
                            const GgmlType& type_v, bool flash_attn, const BackendSpec& backend, bool holds_output) {
   const double ub = s.n_ubatch;
+  const std::vector<LayerCache> layers = layer_caches(m, engine);
   bool any_full = false;
   double widths = 0;  // the widest K + V row the attention reads; an MLA V-less cache's V is a view of
                       // K's first kv_lora_rank columns, copied separately (cast with FA, cont without)
   const double mla_v_view = m.mla && !m.mla->legacy ? m.mla->kv_lora_rank : 0;
-  for (const auto& c : layer_caches(m, engine)) {
+  for (const auto& c : layers) {
     if (c.kind != LayerKind::full && c.kind != LayerKind::sliding) continue;
     any_full |= c.kind == LayerKind::full;
     widths = std::max(widths, static_cast<double>(c.k_width) + (c.v_width > 0 ? static_cast<double>(c.v_width) : mla_v_view));
@@ -74,11 +105,18 @@ ComputeBytes compute_bytes(const ModelSpec& m, const EngineSpec& engine, const C
     const double groups = 2.0 * r.n_group * r.d_state;
     const double per_token = (2 * d_inner + groups + d_inner / 64) + (d_inner + groups) + 2 * d_inner + 3.0 * m.embd;
     double state = 0;
-    for (const auto& c : layer_caches(m, engine)) state = std::max(state, static_cast<double>(c.r_width + c.s_width));
+    for (const auto& c : layers) state = std::max(state, static_cast<double>(c.r_width + c.s_width));
     recurrent = ub * 4 * per_token + state * std::max(1, s.n_seq) * 4;
   }
   ComputeBytes out;
-  out.device = estimate_with_error(std::max({logits, attention, ffn, recurrent}), backend.compute_rel_error);
+  const double peak = std::max({logits, attention, ffn, recurrent}) + rotation_inputs(m, engine, layers, type_k, type_v);
+  out.device = estimate_with_error(peak, backend.compute_rel_error);
+  // The closed forms count whole rows live beside the peak's big tensor; which other rows ggml-alloc keeps
+  // live depends on its reuse order, which they do not reproduce. Over the validation sweep the rows they miss
+  // come to at most one query-wide row per ubatch token (gemma3-tiny without FA: +2 076 B per token at
+  // q_width 512; Qwen3-Next's rotated query), so the upper bound adds that row.
+  const double row = std::max(static_cast<double>(m.embd), static_cast<double>(m.heads) * m.head_dim_k);
+  if (n_kv > 0) out.device.high += static_cast<Bytes>(std::llround(row * ub * 4));
   // The KQ mask: f16 with flash attention, f32 without (llama-graph.cpp; the f16 slope of 2 bytes per
   // cell and token measured by tests/validation).
   const double mask = flash_attn ? 2 : 4;

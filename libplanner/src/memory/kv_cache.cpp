@@ -71,6 +71,7 @@ std::vector<LayerCache> layer_caches(const ModelSpec& m, const EngineSpec& engin
     if (m.mla && !m.mla->legacy) {
       c.kind = LayerKind::full;
       c.k_width = m.mla->kv_lora_rank + m.mla->rope_dim;
+      c.head_k = static_cast<int>(c.k_width);
       c.v_width = engine.rule_holds("mla_v_less") ? 0 : m.mla->kv_lora_rank;
       continue;
     }
@@ -80,6 +81,8 @@ std::vector<LayerCache> layer_caches(const ModelSpec& m, const EngineSpec& engin
     const int hv = sliding && per_layer_heads && m.head_dim_v_swa ? m.head_dim_v_swa : m.head_dim_v;
     c.k_width = static_cast<std::int64_t>(hk) * m.kv_heads_at(il);
     c.v_width = static_cast<std::int64_t>(hv) * m.kv_heads_at(il);
+    c.head_k = hk;
+    c.head_v = hv;
   }
   return out;
 }
