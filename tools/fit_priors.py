@@ -410,6 +410,34 @@ class Config:
     task_factor: float = 1.0
     builtin_off: bool = False  # a row measured a "builtin" type before its rotation existed (exllamav2 <= 0.0.18)
     saturate: bool = False  # accuracy rows: predicted drop = 1 - exp(-T * W * L_kv)
+    swa: tuple[int, int, int] | None = None  # (layers, window, pattern) of a sliding-window model (kvplan catalog)
+
+
+def attended_context(c: Config) -> float:
+    """Mirrors prior.cpp attended_context: the mean span the attention layers attend to; a sliding layer
+    (llama.cpp set_swa_pattern: il % pattern < pattern - 1) attends to at most its window."""
+    if not c.swa:
+        return c.ctx
+    layers, window, pattern = c.swa
+    sliding = sum(1 for il in range(layers) if pattern > 1 and il % pattern < pattern - 1)
+    return ((layers - sliding) * c.ctx + sliding * min(c.ctx, window)) / layers
+
+
+def load_sliding_windows() -> dict[str, tuple[int, int, int]]:
+    """Catalog models with a sliding window, by every name a measurement row may use (id, name, aliases)."""
+    out = {}
+    for f in sorted((ROOT / "data" / "models").glob("*.yaml")):
+        for m in yaml.safe_load(f.read_text()).get("models", []):
+            if m.get("swa") and not m.get("recurrent"):
+                names = [m["id"], m.get("name", "")] + list(m.get("aliases", []))
+                for n in names:
+                    if n:
+                        out[_model_key(n)] = (int(m["layers"]), int(m["swa"]["window"]), int(m["swa"].get("pattern", 0)))
+    return out
+
+
+def _model_key(name: str) -> str:
+    return re.sub(r"[\s_]+", "-", name.strip().lower())
 
 
 def rotated(t: str, engine_rotates: bool, builtin_off: bool = False) -> bool:
@@ -444,7 +472,7 @@ class Model:
         """(K term, V term) of L_kv, each with its size, context and family factors; F_all applied to both."""
         p, fx = self.p, FIXED
         n = c.params_b
-        ctx = max(c.ctx, self.ctx_floor) / fx["ctx_ref"]
+        ctx = max(attended_context(c), self.ctx_floor) / fx["ctx_ref"]
         kq, vq = self.quantized(c.k_type), self.quantized(c.v_type)
         bk, bv = self.eq[c.k_type][0], self.eq[c.v_type][1]
         rot_k = rotated(c.k_type, c.rotation, c.builtin_off)
@@ -625,6 +653,7 @@ def load_bpw() -> dict[str, float]:
 def map_rows() -> list[Row]:
     tasks = load_tasks()
     bpw_of = load_bpw()
+    sliding = load_sliding_windows()
     rows = []
     for raw in csv.DictReader(MEASUREMENTS.open(newline="")):
         r = Row(raw["id"], raw["id"].rsplit("-", 1)[0], raw["source"], raw)
@@ -696,9 +725,13 @@ def map_rows() -> list[Row]:
         else:
             pb_used = pb
         tf = task_factor(tasks[task], ctx) if task else 1.0
+        sw = sliding.get(_model_key(raw["model"]))
+        if sw:
+            r.assumptions.append(f"sliding window {sw[1]} on {sum(1 for il in range(sw[0]) if il % sw[2] < sw[2] - 1)} of {sw[0]} layers "
+                                 "(kvplan catalog): context growth uses the attended context")
         if k in TYPE and v in TYPE:
             r.cfg = Config(pb_used, fam, k, v, rot, ctx, bpw, tf, builtin_off=rot_s == "no" and TYPE[k].rotation == "builtin",
-                           saturate=task is not None)
+                           saturate=task is not None, swa=sw)
         if r.reason:
             # still give excluded rows a prediction (ordering within groups uses it)
             r.noise_raw = _raw_noise(r, metric, value, baseline, rel)
@@ -707,11 +740,11 @@ def map_rows() -> list[Row]:
         if metric == "ppl":
             if "baseline = same config at" in notes:
                 r.kind = "ctx_growth"
-                r.base = Config(pb_used, fam, k, v, rot, 2048, bpw, 1.0)
+                r.base = Config(pb_used, fam, k, v, rot, 2048, bpw, 1.0, swa=sw)
             else:
                 r.kind = "ppl"
                 if "baseline q8_0/q8_0" in notes or "baseline = q8 no -khad" in notes:
-                    r.base = Config(pb_used, fam, "q8_0", "q8_0", False, ctx, bpw, 1.0)
+                    r.base = Config(pb_used, fam, "q8_0", "q8_0", False, ctx, bpw, 1.0, swa=sw)
                     r.assumptions.append("baseline q8_0/q8_0 (unrotated): predicted as (1+L)/(1+L_base) - 1")
             r.m = rel
         elif metric == "ppl_by_position":
@@ -724,7 +757,7 @@ def map_rows() -> list[Row]:
                 r.assumptions.append("median KLD used as the mean (understates the mean)")
         elif metric == "nll":
             r.kind, r.m = "nll", math.expm1(rel)
-            r.base = Config(pb_used, fam, "mlx_8bit", "mlx_8bit", rot, ctx, bpw, 1.0)
+            r.base = Config(pb_used, fam, "mlx_8bit", "mlx_8bit", rot, ctx, bpw, 1.0, swa=sw)
         elif metric in ACC_METRICS:
             r.kind = "acc"
             r.m = -rel
@@ -1048,7 +1081,7 @@ def _short_source(s: str) -> str:
 def write_residuals(rows: list[Row], model: Model, preds: dict[str, float], loso_preds: dict[str, float], interval,
                     eq_bits) -> str:
     out = io.StringIO()
-    cols = ["id", "kind", "reason", "params_b", "family", "k_type", "v_type", "rotation", "builtin_off", "ctx", "bpw",
+    cols = ["id", "kind", "reason", "params_b", "family", "k_type", "v_type", "rotation", "builtin_off", "ctx", "swa", "bpw",
             "task_factor", "saturate", "base_k_type", "base_v_type", "base_rotation", "base_ctx", "measured", "noise", "kv_loss",
             "predicted", "log_residual", "loso_predicted", "within_interval", "assumptions"]
     wr = csv.writer(out, lineterminator="\n")
@@ -1068,7 +1101,7 @@ def write_residuals(rows: list[Row], model: Model, preds: dict[str, float], loso
             res, within = float("nan"), ""
         b = r.base
         wr.writerow([r.id, r.kind, r.reason, repr(c.params_b), c.family, c.k_type, c.v_type, "yes" if c.rotation else "no",
-                     "yes" if c.builtin_off else "no", f"{c.ctx:.0f}", repr(c.bpw), repr(c.task_factor), "yes" if c.saturate else "no",
+                     "yes" if c.builtin_off else "no", f"{c.ctx:.0f}", "/".join(map(str, c.swa)) if c.swa else "", repr(c.bpw), repr(c.task_factor), "yes" if c.saturate else "no",
                      b.k_type if b else "", b.v_type if b else "", ("yes" if b.rotation else "no") if b else "",
                      f"{b.ctx:.0f}" if b else "",
                      "" if math.isnan(r.m) else f"{r.m:.6g}", f"{r.nu:.3g}" if r.kind != "excluded" else "",

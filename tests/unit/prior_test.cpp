@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -180,6 +181,24 @@ TEST_CASE("cache types of other engines: fp8, ExLlamaV2/V3, MLX, NVFP4") {
   CHECK(assess("llama-3.1-8b", "nvfp4", "nvfp4", 8192).kv_loss > assess("llama-3.1-8b", "fp8_e4m3", "fp8_e4m3", 8192).kv_loss);
 }
 
+TEST_CASE("sliding-window layers attend to at most their window: the context low-bit K damage grows with") {
+  const auto& c = kvtest::catalog();
+  // Gemma 3 270M: 3 global + 15 sliding layers of 512 -> (3 · 8192 + 15 · 512) / 18 = 1792
+  CHECK(priors::attended_context(c.model("gemma-3-270m-it"), 8192) == Approx(1792));
+  // gpt-oss-20b: 12 global + 12 sliding layers of 128 -> (12 · 8192 + 12 · 128) / 24 = 4160
+  CHECK(priors::attended_context(c.model("gpt-oss-20b"), 8192) == Approx(4160));
+  CHECK(priors::attended_context(c.model("gpt-oss-20b"), 100) == Approx(100));
+  CHECK(priors::attended_context(c.model("qwen2.5-coder-32b"), 32768) == Approx(32768));
+  // So a 4-bit K on Gemma 3 270M does not grow from 2K to 8K (its attended span, 768 -> 1792, stays under the
+  // context floor), while a model without sliding windows of similar size grows.
+  const double g2k = assess("gemma-3-270m-it", "q4_0", "f16", 2048).kv_loss;
+  const double g8k = assess("gemma-3-270m-it", "q4_0", "f16", 8192).kv_loss;
+  CHECK(g8k == Approx(g2k));
+  const double q2k = assess("qwen3-0.6b", "q4_0", "f16", 2048).kv_loss;
+  const double q8k = assess("qwen3-0.6b", "q4_0", "f16", 8192).kv_loss;
+  CHECK(q8k / q2k > 1.5);
+}
+
 // tools/fit_priors.py writes its prediction for every row to data/priors/fit_residuals.csv, computed with the very
 // numbers it writes to prior.yaml. The C++ prior must reproduce them: Python and C++ cannot drift apart.
 TEST_CASE("C++ prior = tools/fit_priors.py on every fitted row of fit_residuals.csv") {
@@ -196,6 +215,12 @@ TEST_CASE("C++ prior = tools/fit_priors.py on every fitted row of fit_residuals.
     m.id = "row:" + r.at("id");
     m.family = r.at("family");
     m.params = static_cast<std::int64_t>(std::llround(std::stod(r.at("params_b")) * 1e9));
+    if (const std::string swa = r.at("swa"); !swa.empty()) {  // layers/window/pattern of a sliding-window model
+      int layers = 0, window = 0, pattern = 0;
+      REQUIRE(std::sscanf(swa.c_str(), "%d/%d/%d", &layers, &window, &pattern) == 3);
+      m.layers = layers;
+      m.swa = SlidingWindow{window, pattern, false};
+    }
     const double task_factor = std::stod(r.at("task_factor"));
     task.strictness = {{0, task_factor}};
     priors::QualityInput in;

@@ -3,7 +3,8 @@
 //   a_K   = a_k exp(-beta_k e_K) [1 + r_norot exp(-beta_norot e_K) S_R(N)   if K is not rotated]
 //   a_V   = a_v exp(-beta_v e_V)
 //   S(N)  = min(((knee + N)/N)^sigma, size_clamp_high)      (1 for large models; sigma_K, sigma_V, sigma_R)
-//   g     = (max(ctx, ctx_floor) / ctx_ref)^alpha, alpha_K = min(alpha_k (ref/N)^alpha_k_size, alpha_k_max) for low-bit K
+//   g     = (max(c, ctx_floor) / ctx_ref)^alpha, alpha_K = min(alpha_k (ref/N)^alpha_k_size, alpha_k_max) for low-bit K,
+//           c = the attended context (sliding-window layers attend to at most their window)
 //   L_kv  = F_all [F_K S_K a_K g_K + S_V a_V g_V]
 //   L     = L_weights S_w(N) + T_task(ctx) W(bpw) L_kv
 // The task factor scales the cache part only: the strictness evidence (tool calls, long reasoning) measures cache
@@ -24,6 +25,24 @@ double params_b(const ModelSpec& m) { return static_cast<double>(m.params) / 1e9
 double g(const PriorParams& p, double ctx, double alpha) {
   return alpha == 0 ? 1.0 : std::pow(std::max(ctx, p.ctx_floor) / p.ctx_ref, alpha);
 }
+
+}  // namespace
+
+// A sliding-window layer never attends to more than its window, so its quantized keys compete with at most that
+// many others: the context that low-bit K damage grows with is the mean span the attention layers attend to,
+// (full · ctx + sliding · min(ctx, window)) / (full + sliding). Recurrent layers have no keys.
+double attended_context(const ModelSpec& m, double ctx) {
+  if (!m.swa || m.swa->window <= 0) return ctx;
+  int full = 0, sliding = 0;
+  for (int il = 0; il < m.layers; ++il) {
+    if (m.is_recurrent(il)) continue;
+    ++(m.is_sliding(il) ? sliding : full);
+  }
+  if (full + sliding == 0) return ctx;
+  return (full * ctx + sliding * std::min(ctx, static_cast<double>(m.swa->window))) / (full + sliding);
+}
+
+namespace {
 
 const TypeSensitivity* find_type(const PriorParams& p, const std::string& name) {
   for (const auto& t : p.types)
@@ -101,16 +120,17 @@ KvParts kv_parts(const PriorParams& p, const QualityInput& in) {
   const double n_b = params_b(*in.model);
   const bool rot_k = k.always_rotated() || in.rotation;
   const FamilyFactor* fam = p.family(in.model->family);
+  const double ctx = attended_context(*in.model, in.ctx);
   KvParts out;
   if (k.quantized()) {
     const double alpha = k.k_bits <= p.low_bits ? alpha_k(p, n_b) : 0;
     double f = 1;
     if (fam && k.k_bits <= fam->k_low_bits_max) f = rot_k ? fam->k_low_bits_rot : fam->k_low_bits_norot;
-    out.k = f * size_factor(p, n_b, p.size_exponent_k) * type_loss_k(p, k, rot_k, n_b) * g(p, in.ctx, alpha);
+    out.k = f * size_factor(p, n_b, p.size_exponent_k) * type_loss_k(p, k, rot_k, n_b) * g(p, ctx, alpha);
   }
   if (v.quantized()) {
     const double alpha = v.v_bits <= p.low_bits ? p.alpha_v : 0;
-    out.v = size_factor(p, n_b, p.size_exponent_v) * type_loss_v(p, v) * g(p, in.ctx, alpha);
+    out.v = size_factor(p, n_b, p.size_exponent_v) * type_loss_v(p, v) * g(p, ctx, alpha);
   }
   if (fam && (k.quantized() || v.quantized())) {
     out.k *= fam->all_bits;
@@ -173,7 +193,7 @@ Quality assess(const PriorParams& p, const QualityInput& in) {
   const bool v_low = v.quantized() && v.v_bits <= p.low_bits;
   if (k_low) {
     cite("k4_vs_v4");
-    if (in.ctx > p.ctx_ref) cite("k4_ctx_growth");
+    if (attended_context(*in.model, in.ctx) > p.ctx_ref) cite("k4_ctx_growth");
     if (rot_k) cite("k4_rotation");
   } else if (k.quantized() && k.k_bits < 8) {
     cite("k4_rotation");

@@ -33,6 +33,7 @@ double alpha_k(const PriorParams& prior, double params_b);                      
 double type_loss_k(const PriorParams& prior, const TypeSensitivity& t, bool rotated, double params_b);  // a_K (with S_R)
 double type_loss_v(const PriorParams& prior, const TypeSensitivity& t);                                 // a_V
 double weights_factor(const PriorParams& prior, double bpw);                                            // W
+double attended_context(const ModelSpec& model, double ctx);  // the mean span the attention layers attend to
 KvParts kv_parts(const PriorParams& prior, const QualityInput& in);  // without a user calibration
 double kv_loss(const PriorParams& prior, const QualityInput& in);    // with the model's calibration, if any
 

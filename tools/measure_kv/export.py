@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""Copy the harness results (data/priors/measured/gemma3-270m-kv-sweep.csv) into data/priors/measurements.csv,
+the table tools/fit_priors.py fits: one measurements.csv row per result row, the provenance columns folded into
+`notes`, ids `kvplan270m-c<ctx>_<K>_<V>_<rot|norot|base>_<metric>`. Rows of earlier exports (that id prefix) are
+replaced, every other row is kept as it is and in its place. Run after measure.py (and --normalize), then refit."""
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+SWEEP = ROOT / "data/priors/measured/gemma3-270m-kv-sweep.csv"
+MEASUREMENTS = ROOT / "data/priors/measurements.csv"
+PREFIX = "kvplan270m-"
+# "at least 32K scored tokens per cell": the harness default (65,536 tokens read per context length) scores
+# 32,640 (ctx 512) to 32,760 (ctx 8192), the second half of every window; fewer is a partial cell
+FULL_CELL_TOKENS = 32000
+
+
+def measurement_id(r: dict[str, str]) -> str:
+    rot = {"yes": "rot", "no": "norot"}[r["rotation"]]
+    if r["k_type"] == "f16" and r["v_type"] == "f16" and not r["baseline"]:
+        rot = "base"
+    return f"{PREFIX}c{r['ctx']}_{r['k_type']}_{r['v_type']}_{rot}_{r['metric']}"
+
+
+def measurement_row(r: dict[str, str], columns: list[str], sweep_name: str) -> dict[str, str]:
+    scored = int(r["scored_tokens"] or 0)
+    notes = r["notes"]
+    if "partial run" in notes or scored < FULL_CELL_TOKENS:
+        notes += f"; {scored} scored tokens (partial run: the design asks at least {FULL_CELL_TOKENS})"
+    else:
+        notes += f"; {scored} scored tokens in {r['chunks']} windows; {r['date']}"
+    notes += f"; row {r['id']} of {sweep_name}"
+    out = {c: r.get(c, "") for c in columns}
+    out["id"] = measurement_id(r)
+    out["notes"] = notes
+    return out
+
+
+def export(sweep: Path, measurements: Path) -> tuple[int, int]:
+    with measurements.open(newline="") as f:
+        reader = csv.DictReader(f)
+        columns = list(reader.fieldnames or [])
+        existing = list(reader)
+    with sweep.open(newline="") as f:
+        results = list(csv.DictReader(f))
+    try:
+        name = str(sweep.resolve().relative_to(ROOT))
+    except ValueError:
+        name = sweep.name
+    new = [measurement_row(r, columns, name) for r in results]
+    ids = [r["id"] for r in new]
+    if len(set(ids)) != len(ids):
+        raise SystemExit(f"{sweep}: repeated cells; run measure.py --normalize {sweep} first")
+    kept = [r for r in existing if not r["id"].startswith(PREFIX)]
+    # the exported block goes where the previous export was (or at the end)
+    at = next((i for i, r in enumerate(existing) if r["id"].startswith(PREFIX)), len(existing))
+    before = [r for r in existing[:at] if not r["id"].startswith(PREFIX)]
+    rows = before + new + kept[len(before):]
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
+    w.writeheader()
+    w.writerows(rows)
+    measurements.write_bytes(buf.getvalue().encode())
+    return len(new), len(existing) - len(kept)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--sweep", type=Path, default=SWEEP)
+    ap.add_argument("--measurements", type=Path, default=MEASUREMENTS)
+    a = ap.parse_args()
+    added, replaced = export(a.sweep, a.measurements)
+    print(f"{a.measurements}: {added} rows from {a.sweep} (replacing {replaced})")
+
+
+if __name__ == "__main__":
+    main()
