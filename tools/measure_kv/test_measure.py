@@ -95,6 +95,38 @@ def test_rows_have_the_measurements_csv_columns() -> None:
     assert math.isclose(float(rows[2]["value"]), 0.1, rel_tol=1e-5)
 
 
+def test_export_replaces_earlier_rows_and_marks_partial_cells(tmp_path: Path | None = None) -> None:
+    import csv
+    import tempfile
+
+    import export
+    import measure
+
+    d = Path(tmp_path or tempfile.mkdtemp())
+    meas_cols = measure.CSV_COLUMNS[:18]
+    common = dict(source="s", engine="llama.cpp", method="m", model="Gemma 3 270M", family="gemma3", params_b="0.27",
+                  weights="Q4_K_M", ctx="512", k_type="q4_0", v_type="f16", rotation="yes", chunks="128",
+                  date="2026-11-30")
+    with (d / "m.csv").open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=meas_cols, lineterminator="\n")
+        w.writeheader()
+        w.writerow({"id": "other-01", "notes": "kept"})
+        w.writerow({"id": "kvplan270m-c512_q4_0_f16_rot_ppl", "notes": "an earlier export"})
+        w.writerow({"id": "other-02", "notes": "kept too"})
+    with (d / "sweep.csv").open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=measure.CSV_COLUMNS, lineterminator="\n")
+        w.writeheader()
+        w.writerow(dict(common, id="a", metric="ppl", baseline="37", notes="full", scored_tokens="32640"))
+        w.writerow(dict(common, id="b", metric="kld", notes="short", scored_tokens="2295"))
+    added, replaced = export.export(d / "sweep.csv", d / "m.csv")
+    assert (added, replaced) == (2, 1)
+    rows = list(csv.DictReader((d / "m.csv").open()))
+    assert [r["id"] for r in rows] == ["other-01", "kvplan270m-c512_q4_0_f16_rot_ppl", "kvplan270m-c512_q4_0_f16_rot_kld",
+                                       "other-02"]
+    assert "partial run" not in rows[1]["notes"] and "32640 scored tokens in 128 windows" in rows[1]["notes"]
+    assert "2295 scored tokens (partial run" in rows[2]["notes"]
+
+
 def test_smoke_run() -> None:
     missing = missing_for_smoke()
     if missing:
