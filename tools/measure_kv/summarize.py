@@ -11,6 +11,7 @@ from collections import defaultdict
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+FULL_CELL_TOKENS = 32000  # as export.py: fewer scored tokens than the design make a partial cell
 DEFAULT = HERE.parent.parent / "data/priors/measured/gemma3-270m-kv-sweep.csv"
 
 
@@ -31,7 +32,8 @@ def main() -> None:
         cell[key][c] = r
 
     def part(r: dict[str, str]) -> str:
-        return "*" if "partial" in r.get("notes", "") else ""
+        short = int(r.get("scored_tokens") or 0) < FULL_CELL_TOKENS
+        return "*" if "partial" in r.get("notes", "") or short else ""
 
     print("f16/f16 base perplexity (± per-token SE; scored tokens):\n")
     print("| ctx | " + " | ".join(str(c) for c in ctxs) + " |")
@@ -65,7 +67,7 @@ def main() -> None:
                 scale = 1.0 if metric == "kld" else 100.0
                 trend = f"{scale * d:+.4g} ({d / se:+.1f} SE)" if se > 0 else f"{scale * d:+.4g}"
             print(f"| {pair} | {rot} | " + " | ".join(vals) + f" | {trend} |")
-    print("\n* = partial run (stopped before every window of that context length was read)")
+    print(f"\n* = partial cell: fewer than {FULL_CELL_TOKENS:,} scored tokens (a run stopped early, or a shorter run)")
 
 
 if __name__ == "__main__":
