@@ -24,7 +24,7 @@ The model (the same formula as libplanner/src/priors/prior.cpp; docs/priors.md s
   a_V     = a_v * exp(-beta_v * e_V)
   S_x(N)  = min(((size_knee_b + N) / N)^sigma_x, size_clamp_high)     x = K, V, R: 1 for large models, steep below the knee
   (fitted with beta_v = beta_k, a_v <= a_k and sigma_v <= sigma_k, so K never costs less than V at equal bits)
-  g(c,a)  = (max(c, ctx_floor) / ctx_ref)^a
+  g(c,a)  = (max(c, ctx_floor) / ctx_floor)^a
   alpha_K = min(alpha_k * (size_ref_b / N)^alpha_k_size, alpha_k_max)  if eq_bits_K <= low_bits, else 0
   alpha_V = alpha_v                                                     if eq_bits_V <= low_bits, else 0
   F_K     = family.k_low_bits_rot / _norot  if eq_bits_K <= family.k_low_bits_max, else 1
@@ -317,7 +317,6 @@ class Param:
 FIXED = {
     "bits_ref": 4.5,  # e = 0 at q4_0
     "size_ref_b": 7.0,
-    "ctx_ref": 4096.0,
     "size_clamp_high": 10.0,
     "low_bits": 5.0,
     "alpha_k_max": 1.5,
@@ -357,7 +356,8 @@ PARAMS: list[Param] = [
     Param("fam_qwen3_k_norot", 3.0, 2.3, 0.05, 1e3, True, "qwen3 unrotated low-bit K (on top of r_norot): ik1034, writeupB, sglang36172, sglangdoc"),
     Param("fam_qwen35_k", 1.0, 2.3, 0.01, 1e3, True, "qwen3.5 and later: neuralfeed, ollama37, tqrec Qwen3.5-4B, beellama, openclaw, localbench"),
     Param("fam_mistral_all", 1.0, 2.3, 0.01, 100.0, True, "mistral: exl2doc Mistral-7B/Mixtral vs Llama-2-7B (FP8, Q4), tqasymx Mistral-7B V-only, kivi"),
-    Param("fam_swa_all", 50.0, 2.3, 0.1, 1e4, True, "sliding-window / sink hybrids: tq305 gpt-oss median KLD, localbench Gemma 4, sglangdoc gpt-oss-120b"),
+    Param("fam_sink_all", 50.0, 2.3, 0.1, 1e4, True, "attention sinks with 128-token windows: tq305 gpt-oss-20b median KLD, sglangdoc gpt-oss-120b"),
+    Param("fam_gemma_all", 3.0, 2.3, 0.1, 1e4, True, "Gemma sliding-window hybrids: localbench Gemma 4 KLD, kvplan's own Gemma 3 270M sweep"),
 ]
 
 
@@ -386,10 +386,10 @@ FAMILIES = {
     "qwen3": (("fam_qwen3_k_rot", "fam_qwen3_k_norot"), None, 6.0, "Qwen3 0.6B-235B: outlier K channels (mlx-lm #1555)"),
     "qwen3.5": (("fam_qwen35_k", "fam_qwen35_k"), None, 6.0, "Qwen3.5 and later (3.6, 3.8): tolerant of low-bit K"),
     "mistral": ((None, None), "fam_mistral_all", 6.0, "Mistral/Mixtral: tolerant (exllamav2 FP8 and Q4 cache 5-20x below Llama-2-7B)"),
-    "gpt-oss": ((None, None), "fam_swa_all", 6.0, "attention sinks + sliding-window layers"),
-    "gemma2": ((None, None), "fam_swa_all", 6.0, "sliding-window hybrid (grouped with gemma3/gemma4; no Gemma 2 row)"),
-    "gemma3": ((None, None), "fam_swa_all", 6.0, "sliding-window hybrid (grouped with gemma4; no Gemma 3 row)"),
-    "gemma4": ((None, None), "fam_swa_all", 6.0, "sliding-window hybrid"),
+    "gpt-oss": ((None, None), "fam_sink_all", 6.0, "learned attention sinks + 128-token sliding-window layers"),
+    "gemma2": ((None, None), "fam_gemma_all", 6.0, "sliding-window hybrid (grouped with gemma3/gemma4; no Gemma 2 row)"),
+    "gemma3": ((None, None), "fam_gemma_all", 6.0, "sliding-window hybrid (grouped with gemma2/gemma4)"),
+    "gemma4": ((None, None), "fam_gemma_all", 6.0, "sliding-window hybrid"),
 }
 
 
@@ -472,7 +472,7 @@ class Model:
         """(K term, V term) of L_kv, each with its size, context and family factors; F_all applied to both."""
         p, fx = self.p, FIXED
         n = c.params_b
-        ctx = max(attended_context(c), self.ctx_floor) / fx["ctx_ref"]
+        ctx = max(attended_context(c), self.ctx_floor) / self.ctx_floor
         kq, vq = self.quantized(c.k_type), self.quantized(c.v_type)
         bk, bv = self.eq[c.k_type][0], self.eq[c.v_type][1]
         rot_k = rotated(c.k_type, c.rotation, c.builtin_off)
@@ -681,8 +681,8 @@ def map_rows() -> list[Row]:
         elif rel is None and metric not in ("kld", "median_kld"):
             r.reason = "no number relative to a baseline"
         elif "partial run" in notes:
-            r.reason = ("partial run of tools/measure_kv (2-4K scored tokens per cell, below its 32K design): "
-                        "kept out of the fit until the full run")
+            r.reason = ("partial cell of tools/measure_kv (fewer than 32,000 scored tokens, below its design): "
+                        "kept out of the fit")
         elif "baseline = K4V2" in notes or "baseline is q6_0" in notes or "baseline = q8_0-K/turbo3-V" in notes:
             r.reason = "baseline is another quantized cache, not f16"
         elif "baseline = rotation off" in notes:
@@ -958,7 +958,7 @@ def write_yaml(model: Model, eq_bits: dict[str, tuple[float, float]], interval: 
     w("#   a_K   = a_k * exp(-beta_k * e_K) * (1 + r_norot * exp(-beta_norot * e_K) * S_R(N)   if K is not rotated)\n")
     w("#   a_V   = a_v * exp(-beta_v * e_V)\n")
     w("#   S_x(N) = min(((size_knee_b + N) / N)^size_exponent_x, size_clamp_high)      (x = K, V, R = norot; N in billions)\n")
-    w("#   g(ctx, alpha) = (max(ctx, ctx_floor) / ctx_ref)^alpha;  alpha_K = min(alpha_k * (size_ref_b / N)^alpha_k_size, alpha_k_max)\n")
+    w("#   g(ctx, alpha) = (max(ctx, ctx_floor) / ctx_floor)^alpha;  alpha_K = min(alpha_k * (size_ref_b / N)^alpha_k_size, alpha_k_max)\n")
     w("#   L_kv  = F_all * (F_K * S_K(N) * a_K * g(ctx, alpha_K) + S_V(N) * a_V * g(ctx, alpha_V))\n")
     w("#   L     = L_weights * S_w(N) + T_task(ctx) * W(bpw) * L_kv;  80% interval: L_w/2 + T*W*L_kv*interval_low .. L_w*2 + T*W*L_kv*interval_high\n")
     w("#\n")
@@ -967,11 +967,10 @@ def write_yaml(model: Model, eq_bits: dict[str, tuple[float, float]], interval: 
       f"Spearman on relative-PPL rows {metrics['loso_rho']:.3f} ({metrics['loso_n']} rows).\n")
     w("prior:\n")
     w('  source: "tools/fit_priors.py fit to data/priors/measurements.csv (docs/priors.md); starting point shared/research/sensitivity.md 2.3"\n')
-    w("  model_version: 2\n")
+    w("  model_version: 3\n")
     w("  # reference point and fixed choices (not fitted)\n")
     w(line("bits_ref", FIXED["bits_ref"], "eq_bits where e = 0 (q4_0)") + "\n")
     w(line("size_ref_b", FIXED["size_ref_b"], "alpha_K(N) = alpha_k at 7B") + "\n")
-    w(line("ctx_ref", FIXED["ctx_ref"], "g = 1 at 4096 tokens") + "\n")
     w(line("size_clamp_high", FIXED["size_clamp_high"], "cap of S(N): keeps extrapolation below the smallest measured model (0.35B) finite") + "\n")
     w(line("low_bits", FIXED["low_bits"], "context growth applies at or below this many equivalent bits (4-bit class)") + "\n")
     w(line("alpha_k_max", FIXED["alpha_k_max"], "cap of alpha_K for very small models") + "\n")

@@ -314,9 +314,9 @@ struct ModelCalibration {  // a user's own measurements of one model (priors::ca
   std::vector<std::string> evidence;      // "your measurement: ..." sentences
 };
 struct PriorParams {
-  int model_version = 2;
+  int model_version = 3;
   // reference point and fixed choices
-  double bits_ref = 4.5, size_ref_b = 7, ctx_ref = 4096;
+  double bits_ref = 4.5, size_ref_b = 7;
   double size_clamp_high = 10;
   double low_bits = 5;        // context growth applies at or below this many equivalent bits
   double alpha_k_max = 1.5;

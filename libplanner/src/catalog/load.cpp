@@ -409,7 +409,7 @@ TaskProfile read_task(const Reader& r) {
 // that still uses the hand-set parameters of model version 1 must not be silently ignored.
 const std::vector<std::string>& prior_keys() {
   static const std::vector<std::string> keys = {
-      "id", "source", "note", "model_version", "bits_ref", "size_ref_b", "ctx_ref", "size_clamp_high",
+      "id", "source", "note", "model_version", "bits_ref", "size_ref_b", "size_clamp_high",
       "low_bits", "alpha_k_max", "weight_bpw_high", "weight_bpw_mid", "w_high", "w_mid", "w_low", "weight_loss_ref_b",
       "band_free", "band_mild", "band_noticeable", "a_k", "a_v", "beta_k", "beta_v", "r_norot", "beta_norot",
       "size_exponent_k", "size_exponent_v", "size_exponent_norot", "size_knee_b", "ctx_floor", "alpha_k", "alpha_k_size",
@@ -430,11 +430,11 @@ PriorParams read_prior(const Reader& r) {
   PriorParams p;
   p.source = r.get<std::string>("source");
   p.model_version = r.get<int>("model_version", p.model_version);
-  if (p.model_version != 2)
+  if (p.model_version != 3)
     throw InputError(r.location("model_version"), std::to_string(p.model_version),
-                     "prior model_version must be 2 (the fitted prior of tools/fit_priors.py)");
+                     "prior model_version must be 3 (the fitted prior of tools/fit_priors.py)");
 #define KVPLAN_PRIOR_FIELD(name) p.name = r.get<double>(#name, p.name)
-  KVPLAN_PRIOR_FIELD(bits_ref); KVPLAN_PRIOR_FIELD(size_ref_b); KVPLAN_PRIOR_FIELD(ctx_ref);
+  KVPLAN_PRIOR_FIELD(bits_ref); KVPLAN_PRIOR_FIELD(size_ref_b); 
   KVPLAN_PRIOR_FIELD(size_clamp_high); KVPLAN_PRIOR_FIELD(low_bits);
   KVPLAN_PRIOR_FIELD(alpha_k_max); KVPLAN_PRIOR_FIELD(weight_bpw_high); KVPLAN_PRIOR_FIELD(weight_bpw_mid);
   KVPLAN_PRIOR_FIELD(w_high); KVPLAN_PRIOR_FIELD(w_mid); KVPLAN_PRIOR_FIELD(w_low); KVPLAN_PRIOR_FIELD(weight_loss_ref_b);
@@ -445,8 +445,8 @@ PriorParams read_prior(const Reader& r) {
   KVPLAN_PRIOR_FIELD(ctx_floor); KVPLAN_PRIOR_FIELD(alpha_k); KVPLAN_PRIOR_FIELD(alpha_k_size); KVPLAN_PRIOR_FIELD(alpha_v);
   KVPLAN_PRIOR_FIELD(interval_low); KVPLAN_PRIOR_FIELD(interval_high);
 #undef KVPLAN_PRIOR_FIELD
-  if (p.size_knee_b <= 0 || p.ctx_ref <= 0 || p.ctx_floor <= 0)
-    throw InputError(r.location("size_knee_b"), "", "prior: size_knee_b, ctx_ref and ctx_floor must be positive");
+  if (p.size_knee_b <= 0 || p.ctx_floor <= 0)
+    throw InputError(r.location("size_knee_b"), "", "prior: size_knee_b and ctx_floor must be positive");
   if (const auto* n = r.node("types")) {
     for (const auto& t : *n) {
       require_keys(r, t, "types", {"type", "engine", "bits", "k_bits", "v_bits", "rotation", "planned"});

@@ -3,7 +3,7 @@
 //   a_K   = a_k exp(-beta_k e_K) [1 + r_norot exp(-beta_norot e_K) S_R(N)   if K is not rotated]
 //   a_V   = a_v exp(-beta_v e_V)
 //   S(N)  = min(((knee + N)/N)^sigma, size_clamp_high)      (1 for large models; sigma_K, sigma_V, sigma_R)
-//   g     = (max(c, ctx_floor) / ctx_ref)^alpha, alpha_K = min(alpha_k (ref/N)^alpha_k_size, alpha_k_max) for low-bit K,
+//   g     = (max(c, ctx_floor) / ctx_floor)^alpha, alpha_K = min(alpha_k (ref/N)^alpha_k_size, alpha_k_max) for low-bit K,
 //           c = the attended context (sliding-window layers attend to at most their window)
 //   L_kv  = F_all [F_K S_K a_K g_K + S_V a_V g_V]
 //   L     = L_weights S_w(N) + T_task(ctx) W(bpw) L_kv
@@ -23,7 +23,8 @@ namespace {
 double params_b(const ModelSpec& m) { return static_cast<double>(m.params) / 1e9; }
 
 double g(const PriorParams& p, double ctx, double alpha) {
-  return alpha == 0 ? 1.0 : std::pow(std::max(ctx, p.ctx_floor) / p.ctx_ref, alpha);
+  // Growth only: no discount below the floor, so a type below low_bits never predicts less than one above it.
+  return alpha == 0 ? 1.0 : std::pow(std::max(ctx, p.ctx_floor) / p.ctx_floor, alpha);
 }
 
 }  // namespace
@@ -193,7 +194,7 @@ Quality assess(const PriorParams& p, const QualityInput& in) {
   const bool v_low = v.quantized() && v.v_bits <= p.low_bits;
   if (k_low) {
     cite("k4_vs_v4");
-    if (attended_context(*in.model, in.ctx) > p.ctx_ref) cite("k4_ctx_growth");
+    if (attended_context(*in.model, in.ctx) > p.ctx_floor) cite("k4_ctx_growth");
     if (rot_k) cite("k4_rotation");
   } else if (k.quantized() && k.k_bits < 8) {
     cite("k4_rotation");
