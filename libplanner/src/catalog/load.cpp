@@ -434,7 +434,7 @@ PriorParams read_prior(const Reader& r) {
     throw InputError(r.location("model_version"), std::to_string(p.model_version),
                      "prior model_version must be 3 (the fitted prior of tools/fit_priors.py)");
 #define KVPLAN_PRIOR_FIELD(name) p.name = r.get<double>(#name, p.name)
-  KVPLAN_PRIOR_FIELD(bits_ref); KVPLAN_PRIOR_FIELD(size_ref_b); 
+  KVPLAN_PRIOR_FIELD(bits_ref); KVPLAN_PRIOR_FIELD(size_ref_b);
   KVPLAN_PRIOR_FIELD(size_clamp_high); KVPLAN_PRIOR_FIELD(low_bits);
   KVPLAN_PRIOR_FIELD(alpha_k_max); KVPLAN_PRIOR_FIELD(weight_bpw_high); KVPLAN_PRIOR_FIELD(weight_bpw_mid);
   KVPLAN_PRIOR_FIELD(w_high); KVPLAN_PRIOR_FIELD(w_mid); KVPLAN_PRIOR_FIELD(w_low); KVPLAN_PRIOR_FIELD(weight_loss_ref_b);
