@@ -57,6 +57,16 @@ bool Option::fits() const {
 
 namespace {
 
+// A pool's KV allocations under their JSON names (the main model and a draft list them alike).
+template <class Put>
+void put_kv_parts(const KvCacheBytes& k, const std::string& pool, Put& put) {
+  put("k_cache", pool, k.k);
+  put("v_cache", pool, k.v);
+  put("swa_k_cache", pool, k.swa_k);
+  put("swa_v_cache", pool, k.swa_v);
+  put("state", pool, k.state);
+}
+
 constexpr int kMinCtx = 256;
 
 // Everything about the request that does not depend on the option.
@@ -679,13 +689,7 @@ void add_draft(const Setup& s, const Candidate& c, int ctx, Option& o) {
   };
   put("weights", s.device_pool, w.device);
   put("weights_host", s.host_pool, w.host);
-  auto put_kv = [&](const KvCacheBytes& k, const std::string& pool) {
-    put("k_cache", pool, k.k);
-    put("v_cache", pool, k.v);
-    put("swa_k_cache", pool, k.swa_k);
-    put("swa_v_cache", pool, k.swa_v);
-    put("state", pool, k.state);
-  };
+  auto put_kv = [&](const KvCacheBytes& k, const std::string& pool) { put_kv_parts(k, pool, put); };
   put_kv(kv, s.device_pool);
   put_kv(kv_host, s.host_pool);
   put("compute", s.device_pool, compute.device);
@@ -767,13 +771,7 @@ Option account(const Setup& s, const Candidate& c, int ctx) {
     const bool always = (what == "k_cache" || what == "v_cache") && pool == s.device_pool;
     if (f.bytes != 0 || always) o.allocations.push_back({"main", what, pool, f});
   };
-  auto put_kv = [&](const KvCacheBytes& k, const std::string& pool) {
-    put("k_cache", pool, k.k);
-    put("v_cache", pool, k.v);
-    put("swa_k_cache", pool, k.swa_k);
-    put("swa_v_cache", pool, k.swa_v);
-    put("state", pool, k.state);
-  };
+  auto put_kv = [&](const KvCacheBytes& k, const std::string& pool) { put_kv_parts(k, pool, put); };
   if (s.gpu_pools.size() <= 1) {
     put("weights", s.device_pool, c.weight_bytes.device);
     put_kv(kv, s.device_pool);
