@@ -13,6 +13,17 @@ Request mission() {
   r.task = "agentic";
   return r;
 }
+// Qwen3-30B-A3B in Q8_0 (about 30 GiB) on 24 GiB, f16 cache at 16K: fits only with its experts in RAM.
+Request moe_on_24gb() {
+  Request r;
+  r.gpu = "24GB";
+  r.model = "qwen3-30b-a3b";
+  r.weights = "Q8_0";
+  r.ctx_size = 16384;
+  r.cache_type_k = r.cache_type_v = "f16";
+  r.flash_attn = "on";
+  return r;
+}
 }  // namespace
 
 TEST_CASE("the mission: a 32B coder on a 24 GiB card for agentic work") {
@@ -252,13 +263,7 @@ TEST_CASE("-ngl counts the output layer first at b10454; older builds count repe
 }
 
 TEST_CASE("expert offload keeps MoE experts in RAM; a RAM budget can make a plan not fit") {
-  Request r;
-  r.gpu = "24GB";
-  r.model = "qwen3-30b-a3b";
-  r.weights = "Q8_0";
-  r.ctx_size = 16384;
-  r.cache_type_k = r.cache_type_v = "f16";
-  r.flash_attn = "on";
+  Request r = moe_on_24gb();
   r.n_cpu_moe = -1;
   const Plan p = plan(kvtest::catalog(), r);
   REQUIRE(p.fits());
@@ -376,13 +381,7 @@ TEST_CASE("prefill speed estimate against published llama-bench figures") {
 }
 
 TEST_CASE("--override-tensor: weight tensors matching a pattern go to the named device") {
-  Request r;
-  r.gpu = "24GB";
-  r.model = "qwen3-30b-a3b";
-  r.weights = "Q8_0";
-  r.ctx_size = 16384;
-  r.cache_type_k = r.cache_type_v = "f16";
-  r.flash_attn = "on";
+  Request r = moe_on_24gb();
   r.override_tensors = {"exps=CPU"};
   const Plan ot = plan(kvtest::catalog(), r);
   r.override_tensors.clear();
