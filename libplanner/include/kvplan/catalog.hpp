@@ -172,6 +172,8 @@ struct EngineSpec {
     std::string attention;        // hybrid attention layers: "kv_heads" | "interval"
     int attention_interval = 0;
     bool gated_query = false;     // the query projection also yields an output gate (2 · n_head · head_dim rows)
+    std::string graph;            // the reserve graph kvplan models node by node: "qvk" | "qkv" (projection order); "" none
+    std::string moe_gating;       // expert weights: "softmax" (normalised top-k probabilities) | "topk_softmax"
     std::string family;
   };
   std::map<std::string, ArchRule> archs;                 // architectures kvplan sizes

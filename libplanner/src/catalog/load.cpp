@@ -288,6 +288,13 @@ EngineSpec read_engine(const Reader& r) {
       rule.attention_interval = num("attention_interval");
       rule.gated_query = a["gated_query"] && r.convert<bool>("archs." + name + ".gated_query", a["gated_query"]);
       rule.family = str("family");
+      rule.graph = str("graph");
+      if (!rule.graph.empty() && rule.graph != "qvk" && rule.graph != "qkv")
+        throw InputError(r.location("archs", a["graph"]) + " archs." + name + ".graph", rule.graph, "is not a projection order", {"qvk", "qkv"});
+      rule.moe_gating = str("moe_gating");
+      if (!rule.moe_gating.empty() && rule.moe_gating != "softmax" && rule.moe_gating != "topk_softmax")
+        throw InputError(r.location("archs", a["moe_gating"]) + " archs." + name + ".moe_gating", rule.moe_gating, "is not an expert gating",
+                         {"softmax", "topk_softmax"});
       e.archs[name] = rule;
     }
   }

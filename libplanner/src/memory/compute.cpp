@@ -2,6 +2,7 @@
 #include <cmath>
 
 #include "kvplan/memory.hpp"
+#include "memory/transformer_graph.hpp"
 
 namespace kvplan {
 namespace {
@@ -52,6 +53,16 @@ double rotation_inputs(const ModelSpec& m, const EngineSpec& engine, const std::
 // Host (CUDA_Host): token_embd get_rows output n_embd · n_ubatch · 4 plus one KQ mask per cache.
 ComputeBytes compute_bytes(const ModelSpec& m, const EngineSpec& engine, const ContextShape& s, const GgmlType& type_k,
                            const GgmlType& type_v, bool flash_attn, const BackendSpec& backend, bool holds_output) {
+  // The CPU backend keeps every graph tensor, inputs included, in one buffer: where kvplan models the
+  // architecture's reserve graph node by node, its placement by ggml-alloc gives that buffer's size.
+  if (backend.id == "cpu" && holds_output) {
+    if (const auto graph = reserve_graph(m, engine, s, type_k, type_v, flash_attn)) {
+      ComputeBytes out;
+      out.device = estimate_with_error(static_cast<double>(ggml_graph::peak_bytes(*graph, backend.alignment)),
+                                       backend.compute_rel_error);
+      return out;
+    }
+  }
   const double ub = s.n_ubatch;
   const std::vector<LayerCache> layers = layer_caches(m, engine);
   bool any_full = false;

@@ -1,0 +1,174 @@
+#include "transformer_graph.hpp"
+
+#include <algorithm>
+
+namespace kvplan {
+namespace {
+using ggml_graph::Graph;
+using ggml_graph::Type;
+
+// nrot of a quantized K cache (src/llama-kv-cache.cpp constructor attn_rot_k): the largest power of two
+// dividing the head size, at least 64; 0 when the head size is not a multiple of 64.
+int rotation_size(int head) {
+  if (head <= 0 || head % 64 != 0) return 0;
+  int n = 64;
+  while (head % (n * 2) == 0) n *= 2;
+  return n;
+}
+
+// The graph inputs of one KV cache (the full one, or the sliding-window one of an iSWA model), created on
+// first use, which is the order ggml_build_forward_expand meets them in.
+struct CacheInputs {
+  std::int64_t n_kv = 0;
+  int head_k = 0, head_v = 0;
+  int rot_k = -1, rot_v = -1, k_idx = -1, v_idx = -1, mask = -1;
+};
+}  // namespace
+
+std::optional<ggml_graph::Graph> reserve_graph(const ModelSpec& m, const EngineSpec& engine, const ContextShape& s,
+                                               const GgmlType& type_k, const GgmlType& type_v, bool flash_attn) {
+  const EngineSpec::ArchRule* arch = engine.arch(m.arch);
+  if (!arch || arch->graph.empty() || m.mla || m.recurrent || m.shared_kv_from > 0 || m.layers <= 0) return std::nullopt;
+  const bool qkv_order = arch->graph == "qkv";  // else "qvk": V's projection before K's
+  const std::int64_t ub = s.n_ubatch, e = m.embd, ns = std::max(1, s.n_stream);
+  const std::int64_t n_out = s.n_outputs > 0 ? std::min<std::int64_t>(s.n_outputs, ub) : ub;
+  const bool rotate = engine.rule_holds("kv_rotation");
+
+  Graph g;
+  const int tokens = g.input(Type::i32, {ub, 1, 1, 1});
+  g.input(Type::f32, {e, ub, 1, 1});  // inp_embd: built beside inp_tokens, unused, never freed (llm_graph_input_embd)
+  int pos = -1, out_ids = -1;
+  CacheInputs caches[2];  // [0] full, [1] sliding
+  caches[0].n_kv = s.n_ctx_seq;
+  caches[1].n_kv = s.swa_cells;
+  caches[0].head_k = m.head_dim_k, caches[0].head_v = m.head_dim_v;
+  caches[1].head_k = m.head_dim_k_swa > 0 ? m.head_dim_k_swa : m.head_dim_k;
+  caches[1].head_v = m.head_dim_v_swa > 0 ? m.head_dim_v_swa : m.head_dim_v;
+
+  int cur = g.op(Type::f32, {e, ub, 1, 1}, {tokens});  // GET_ROWS token_embd
+  for (int il = 0; il < m.layers; ++il) {
+    const bool last = il == m.layers - 1;
+    const bool sliding = m.is_sliding(il) && s.swa_cells > 0;
+    CacheInputs& c = caches[sliding ? 1 : 0];
+    const std::int64_t kvh = m.kv_heads_at(il), hk = c.head_k, hv = c.head_v, heads = m.heads;
+    if (kvh <= 0) return std::nullopt;
+    const int nrot_k = rotate && type_k.quantized() && m.head_dim_k % 64 == 0 ? rotation_size(static_cast<int>(hk)) : 0;
+    const bool rot_v = rotate && type_v.quantized() && m.head_dim_v % 64 == 0;
+
+    const int inp_sa = cur;
+    const int normed = g.inplace({g.inplace({cur})});  // RMS_NORM, MUL attn_norm
+    auto project = [&](std::int64_t width) { return g.op(Type::f32, {width, ub, 1, 1}, {normed}); };
+    auto head_norm = [&](int t) { return m.qk_norm ? g.inplace({g.inplace({t})}) : t; };  // RMS_NORM, MUL
+    auto rope = [&](int t) {
+      if (pos < 0) {
+        if (nrot_k > 0 && c.rot_k < 0) c.rot_k = g.input(Type::f32, {nrot_k, nrot_k, 1, 1});
+        pos = g.input(Type::i32, {ub, 1, 1, 1});
+      }
+      return g.inplace({t, pos});
+    };
+    // Hadamard rotation (llama-graph.cpp build_attn with the cache's attn_rot_k / attn_rot_v): a MUL_MAT of
+    // the reshaped rows by the nrot x nrot input.
+    auto rotated = [&](int t, int& rot, std::int64_t n, std::array<std::int64_t, 4> shape) {
+      if (rot < 0) rot = g.input(Type::f32, {n, n, 1, 1});
+      const std::int64_t rows = shape[0] * shape[1] * shape[2] * shape[3] / n;
+      const int r = g.op(Type::f32, {n, rows, 1, 1}, {rot, g.view(t, {n, rows, 1, 1})});
+      return g.view(r, shape);
+    };
+
+    const std::array<std::int64_t, 4> q_shape{hk, heads, ub, 1}, k_shape{hk, kvh, ub, 1}, v_shape{hv, kvh, ub, 1};
+    int q = rope(head_norm(g.view(project(hk * heads), q_shape)));
+    if (nrot_k > 0) q = rotated(q, c.rot_k, nrot_k, q_shape);
+    auto make_k = [&] {
+      int k = rope(head_norm(g.view(project(hk * kvh), k_shape)));
+      return nrot_k > 0 ? rotated(k, c.rot_k, nrot_k, k_shape) : k;
+    };
+    auto make_v = [&] {
+      const int v = g.view(project(hv * kvh), v_shape);
+      return rot_v ? rotated(v, c.rot_v, 64, v_shape) : v;
+    };
+    int k = -1, v = -1;
+    if (qkv_order) k = make_k(), v = make_v();
+    else v = make_v(), k = make_k();
+
+    // llama_kv_cache::cpy_k / cpy_v: SET_ROWS into the cache; without flash attention V is stored
+    // transposed and indexed per element.
+    if (c.k_idx < 0) c.k_idx = g.input(Type::i64, {ub, 1, 1, 1});
+    g.external({g.view(k, k_shape), c.k_idx});
+    if (c.v_idx < 0) c.v_idx = g.input(Type::i64, {flash_attn ? ub : ub * hv * kvh, 1, 1, 1});
+    g.external({g.view(v, v_shape), c.v_idx});
+    if (c.mask < 0) c.mask = g.input(flash_attn ? Type::f16 : Type::f32, {c.n_kv, ub / ns, 1, ns});
+
+    int kqv = -1;  // the attention output, n_head · head_v rows per token
+    const int q_perm = g.view(q, {hk, ub, heads, 1});
+    if (flash_attn) {
+      std::vector<int> srcs{q_perm};
+      // an f32 cache is cast to f16 for ggml_flash_attn_ext (llama-graph.cpp build_attn_mha)
+      if (type_k.name == "f32") srcs.push_back(g.op(Type::f16, {hk * kvh * c.n_kv, ns, 1, 1}, {}));
+      if (type_v.name == "f32") srcs.push_back(g.op(Type::f16, {hv * kvh * c.n_kv, ns, 1, 1}, {}));
+      srcs.push_back(c.mask);
+      kqv = g.view(g.op(Type::f32, {hv, heads, ub, 1}, srcs), {hv * heads, ub, 1, 1});
+    } else {
+      const int kq = g.op(Type::f32, {c.n_kv, ub / ns, heads, ns}, {q_perm});
+      const int probs = g.inplace({kq, c.mask});  // SOFT_MAX (ext: scale, mask, sinks)
+      const int out = g.op(Type::f32, {hv, ub / ns, heads, ns}, {probs});
+      kqv = g.op(Type::f32, {hv * heads, ub, 1, 1}, {g.view(out, {hv, heads, ub, 1})});  // CONT of the permute
+    }
+    if (rot_v) kqv = g.view(rotated(kqv, c.rot_v, 64, {hv, heads, ub, 1}), {hv * heads, ub, 1, 1});
+    cur = g.op(Type::f32, {e, ub, 1, 1}, {kqv});  // wo
+
+    int residual = inp_sa;
+    const std::int64_t rows = last ? n_out : ub;
+    if (last) {  // keep only the rows that produce outputs (inp_out_ids)
+      if (out_ids < 0) out_ids = g.input(Type::i32, {n_out, 1, 1, 1});
+      cur = g.op(Type::f32, {e, n_out, 1, 1}, {cur, out_ids});
+      residual = g.op(Type::f32, {e, n_out, 1, 1}, {inp_sa, out_ids});
+    }
+    if (m.post_norms) cur = g.inplace({g.inplace({cur})});
+    const int ffn_inp = g.inplace({cur, residual});
+    const int x = g.inplace({g.inplace({ffn_inp})});  // RMS_NORM, MUL ffn_norm
+
+    int ffn_out = -1;
+    if (!m.moe) {
+      const int gate = g.op(Type::f32, {m.ff, rows, 1, 1}, {x});
+      const int up = g.op(Type::f32, {m.ff, rows, 1, 1}, {x});
+      const int act = g.op(Type::f32, {m.ff, rows, 1, 1}, {gate, up});  // GLU
+      ffn_out = g.op(Type::f32, {e, rows, 1, 1}, {act});
+    } else {
+      // llama-graph.cpp build_moe_ffn: router, top-k, weights, MUL_MAT_ID over the chosen experts.
+      if (m.moe->shared_ff > 0) return std::nullopt;
+      const std::int64_t n_exp = m.moe->experts, n_used = m.moe->experts_used, ffe = m.moe->expert_ff;
+      const int logits = g.op(Type::f32, {n_exp, rows, 1, 1}, {x});
+      const int probs = g.inplace({logits});  // SOFT_MAX, or the router bias ADD
+      const int order = g.op(Type::i32, {n_exp, rows, 1, 1}, {probs});  // ARGSORT
+      const int top = g.view(order, {n_used, rows, 1, 1});
+      int weights = g.op(Type::f32, {1, n_used, rows, 1}, {g.view(probs, {1, n_exp, rows, 1}), top});
+      if (arch->moe_gating == "topk_softmax") {  // softmax over the chosen logits (gpt-oss)
+        weights = g.view(g.inplace({g.view(weights, {n_used, rows, 1, 1})}), {1, n_used, rows, 1});
+      } else {  // probabilities normalised over the chosen experts
+        const int flat = g.view(weights, {n_used, rows, 1, 1});
+        const int sum = g.op(Type::f32, {1, rows, 1, 1}, {flat});
+        const int clamped = g.op(Type::f32, {1, rows, 1, 1}, {sum});
+        weights = g.view(g.inplace({flat, clamped}), {1, n_used, rows, 1});
+      }
+      const int xs = g.view(x, {e, 1, rows, 1});
+      const int gate = g.inplace({g.op(Type::f32, {ffe, n_used, rows, 1}, {xs, top}), top});  // + ADD_ID bias
+      const int up = g.inplace({g.op(Type::f32, {ffe, n_used, rows, 1}, {xs, top}), top});
+      const int act = g.op(Type::f32, {ffe, n_used, rows, 1}, {gate, up});
+      const int down = g.inplace({g.op(Type::f32, {e, n_used, rows, 1}, {act, top}), top});
+      const int weighted = g.inplace({down, weights});
+      ffn_out = g.view(weighted, {e, rows, 1, 1});
+      for (std::int64_t i = 1; i < n_used; ++i) {
+        const int slot = g.view(weighted, {e, rows, 1, 1});
+        ffn_out = g.inplace_as({e, rows, 1, 1}, {ffn_out, slot});
+      }
+    }
+    if (m.post_norms) ffn_out = g.inplace({g.inplace({ffn_out})});
+    cur = g.inplace_as({e, rows, 1, 1}, {ffn_out, ffn_inp});  // l_out
+  }
+  const int result_norm = g.inplace({g.inplace({cur})});
+  g.mark_output(result_norm);
+  g.mark_output(g.op(Type::f32, {m.vocab, n_out, 1, 1}, {result_norm}));
+  return g;
+}
+
+}  // namespace kvplan

@@ -1,0 +1,20 @@
+#pragma once
+// The reserve graph of a standard transformer (attention, full or sliding-window, and a dense or
+// mixture-of-experts FFN) as llama.cpp b10454 builds it (src/models/llama.cpp, qwen3.cpp, qwen3moe.cpp,
+// gemma3.cpp, openai-moe-iswa.cpp over llama-graph.cpp build_attn / build_ffn / build_moe_ffn), tensor by
+// tensor, for ggml_graph::peak_bytes. Which architectures follow it is data: `graph` in the engine's
+// `archs` (projection order), checked node for node against graph dumps of tests/validation's models.
+
+#include <optional>
+
+#include "ggml_graph.hpp"
+#include "kvplan/catalog.hpp"
+#include "kvplan/memory.hpp"
+
+namespace kvplan {
+
+// nullopt when the architecture's graph is not modelled (MLA, recurrent, shared experts, ...).
+std::optional<ggml_graph::Graph> reserve_graph(const ModelSpec& model, const EngineSpec& engine, const ContextShape& shape,
+                                               const GgmlType& type_k, const GgmlType& type_v, bool flash_attn);
+
+}  // namespace kvplan
