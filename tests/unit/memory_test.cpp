@@ -247,4 +247,15 @@ TEST_CASE("CPU compute buffer: ggml-alloc over the modelled reserve graph equals
   qwen3moe.moe = Moe{8, 2, 128, 0};
   CHECK(cpu_compute(qwen3moe, 1024, "f16", "f16", true) == 2366464);
   CHECK(cpu_compute(qwen3moe, 1024, "f16", "f16", false) == 7607296);
+
+  // MLA (kv_lora_rank 128 + rope 32, q_lora_rank 128), one dense layer, then MoE with a shared expert and a
+  // sigmoid router
+  ModelSpec deepseek2 = tiny("deepseek2", 3, 256, 512, 4, 1, 160);
+  deepseek2.head_dim_v = 128;
+  deepseek2.mla = Mla{128, 32, 64, 64, 128, false};
+  deepseek2.moe = Moe{4, 2, 128, 128, 1};
+  CHECK(cpu_compute(deepseek2, 1024, "f16", "f16", true) == 3019776);
+  CHECK(cpu_compute(deepseek2, 1024, "f32", "f32", true) == 3019776);
+  CHECK(cpu_compute(deepseek2, 1024, "f16", "f16", false) == 7738368);
+  CHECK(cpu_compute(deepseek2, 1024, "f32", "f32", false) == 7738368);
 }

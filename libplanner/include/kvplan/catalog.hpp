@@ -31,6 +31,7 @@ struct Mla {
   int rope_dim = 0;     // qk_rope_head_dim
   int nope_dim = 0;     // qk_nope_head_dim (legacy MHA cache only)
   int v_head_dim = 0;   // (legacy MHA cache only)
+  int q_lora_rank = 0;  // 0: the query is projected directly (DeepSeek-V2-Lite); else through a q_lora_rank bottleneck
   bool legacy = false;  // a GGUF converted without MLA metadata: llama.cpp caches full MHA K and V
 };
 
@@ -57,6 +58,7 @@ struct Moe {
   int experts_used = 0;
   int expert_ff = 0;
   int shared_ff = 0;
+  int dense_lead = 0;  // leading layers with a dense FFN of width ff (DeepSeek first_k_dense_replace)
 };
 
 struct ModelSpec {
@@ -173,7 +175,7 @@ struct EngineSpec {
     int attention_interval = 0;
     bool gated_query = false;     // the query projection also yields an output gate (2 · n_head · head_dim rows)
     std::string graph;            // the reserve graph kvplan models node by node: "qvk" | "qkv" (projection order); "" none
-    std::string moe_gating;       // expert weights: "softmax" (normalised top-k probabilities) | "topk_softmax"
+    std::string moe_gating;       // expert weights: "softmax" (normalised top-k probabilities) | "topk_softmax" | "sigmoid_bias"
     std::string family;
   };
   std::map<std::string, ArchRule> archs;                 // architectures kvplan sizes

@@ -195,6 +195,7 @@ ModelSpec read_model(const Reader& r) {
     mla.nope_dim = (*n)["nope_dim"] ? r.convert<int>("mla.nope_dim", (*n)["nope_dim"]) : 0;
     mla.v_head_dim = (*n)["v_head_dim"] ? r.convert<int>("mla.v_head_dim", (*n)["v_head_dim"]) : 0;
     mla.legacy = (*n)["legacy"] && r.convert<bool>("mla.legacy", (*n)["legacy"]);
+    mla.q_lora_rank = (*n)["q_lora_rank"] ? r.convert<int>("mla.q_lora_rank", (*n)["q_lora_rank"]) : 0;
     m.mla = mla;
   }
   if (const auto* n = r.node("recurrent")) {
@@ -222,6 +223,7 @@ ModelSpec read_model(const Reader& r) {
     moe.experts_used = sub<int>(r, *n, "moe", "experts_used");
     moe.expert_ff = sub<int>(r, *n, "moe", "expert_ff");
     moe.shared_ff = (*n)["shared_ff"] ? r.convert<int>("moe.shared_ff", (*n)["shared_ff"]) : 0;
+    moe.dense_lead = (*n)["dense_lead"] ? r.convert<int>("moe.dense_lead", (*n)["dense_lead"]) : 0;
     m.moe = moe;
   }
   return m;
@@ -292,9 +294,10 @@ EngineSpec read_engine(const Reader& r) {
       if (!rule.graph.empty() && rule.graph != "qvk" && rule.graph != "qkv")
         throw InputError(r.location("archs", a["graph"]) + " archs." + name + ".graph", rule.graph, "is not a projection order", {"qvk", "qkv"});
       rule.moe_gating = str("moe_gating");
-      if (!rule.moe_gating.empty() && rule.moe_gating != "softmax" && rule.moe_gating != "topk_softmax")
+      if (!rule.moe_gating.empty() && rule.moe_gating != "softmax" && rule.moe_gating != "topk_softmax" &&
+          rule.moe_gating != "sigmoid_bias")
         throw InputError(r.location("archs", a["moe_gating"]) + " archs." + name + ".moe_gating", rule.moe_gating, "is not an expert gating",
-                         {"softmax", "topk_softmax"});
+                         {"softmax", "topk_softmax", "sigmoid_bias"});
       e.archs[name] = rule;
     }
   }

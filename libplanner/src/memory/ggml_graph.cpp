@@ -6,7 +6,7 @@
 namespace kvplan::ggml_graph {
 
 std::int64_t Tensor::bytes() const {
-  const std::int64_t size = type == Type::f16 ? 2 : type == Type::i64 ? 8 : 4;
+  const std::int64_t size = type == Type::i8 ? 1 : type == Type::f16 ? 2 : type == Type::i64 ? 8 : 4;
   return size * ne[0] * ne[1] * ne[2] * ne[3];
 }
 

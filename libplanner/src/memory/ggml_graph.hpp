@@ -16,7 +16,7 @@
 
 namespace kvplan::ggml_graph {
 
-enum class Type : int { f32 = 0, f16 = 1, i32 = 26, i64 = 27 };
+enum class Type : int { f32 = 0, f16 = 1, i8 = 24, i32 = 26, i64 = 27 };  // i8: raw bytes (a quantized tensor's size in ne[0])
 
 struct Tensor {
   Type type = Type::f32;

@@ -136,6 +136,10 @@ ModelSpec model_from_gguf(const std::vector<GgufHeader>& splits, const std::vect
     moe.experts_used = meta.integer("expert_used_count", 0);
     moe.expert_ff = meta.integer("expert_feed_forward_length", m.ff);
     moe.shared_ff = meta.integer("expert_shared_feed_forward_length", 0);
+    // DeepSeek's shared experts: count x expert width (llama-model.cpp: n_ff_exp * n_expert_shared)
+    if (moe.shared_ff == 0 && meta.has("expert_shared_count"))
+      moe.shared_ff = meta.integer("expert_shared_count", 0) * moe.expert_ff;
+    moe.dense_lead = meta.integer("leading_dense_block_count", 0);
     m.moe = moe;
   }
   if (rule->mla) {
@@ -146,6 +150,7 @@ ModelSpec model_from_gguf(const std::vector<GgufHeader>& splits, const std::vect
     mla.legacy = !meta.has("attention.key_length_mla");
     mla.nope_dim = mla.legacy ? m.head_dim_k - mla.rope_dim : meta.integer("attention.key_length_mla", 0) - mla.rope_dim;
     mla.v_head_dim = mla.legacy ? m.head_dim_v : meta.integer("attention.value_length_mla", 0);
+    mla.q_lora_rank = meta.integer("attention.q_lora_rank", 0);
     m.mla = mla;
   }
   if (!rule->recurrent.empty()) {

@@ -153,6 +153,9 @@ std::shared_ptr<const ModelSpec> load_config(const fs::path& config, const Catal
     moe.experts_used = r.integer({"num_experts_per_tok", "experts_per_token"}, 0, nullptr);
     moe.expert_ff = r.integer({"moe_intermediate_size"}, m.ff, "intermediate_size");
     moe.shared_ff = r.integer({"shared_expert_intermediate_size"}, 0, "no shared expert");
+    if (moe.shared_ff == 0)  // DeepSeek: n_shared_experts of the routed experts' width
+      moe.shared_ff = r.integer({"n_shared_experts"}, 0, "no shared expert") * moe.expert_ff;
+    moe.dense_lead = r.integer({"first_k_dense_replace"}, 0, "no leading dense layers");
     m.moe = moe;
   }
   // Sliding window as llama.cpp applies it to this architecture.
@@ -167,6 +170,7 @@ std::shared_ptr<const ModelSpec> load_config(const fs::path& config, const Catal
     mla.rope_dim = r.integer({"qk_rope_head_dim"}, 0, nullptr);
     mla.nope_dim = r.integer({"qk_nope_head_dim"}, 0, nullptr);
     mla.v_head_dim = r.integer({"v_head_dim"}, 0, nullptr);
+    mla.q_lora_rank = r.integer({"q_lora_rank"}, 0, "no query bottleneck");
     m.mla = mla;  // convert_hf_to_gguf.py writes the MLA metadata: the latent cache
   }
   if (rule && !rule->recurrent.empty()) {
