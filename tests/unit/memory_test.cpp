@@ -258,4 +258,18 @@ TEST_CASE("CPU compute buffer: ggml-alloc over the modelled reserve graph equals
   CHECK(cpu_compute(deepseek2, 1024, "f32", "f32", true) == 3019776);
   CHECK(cpu_compute(deepseek2, 1024, "f16", "f16", false) == 7738368);
   CHECK(cpu_compute(deepseek2, 1024, "f32", "f32", false) == 7738368);
+
+  // Hybrid: three gated delta-net layers (conv kernel 4, 2 key / 4 value heads of 64), then a gated-query
+  // attention layer; MoE with a gated shared expert
+  ModelSpec qwen3next = tiny("qwen3next", 4, 256, 512, 4, 2, 128);
+  qwen3next.qk_norm = true;
+  qwen3next.moe = Moe{4, 2, 128, 128, 0};
+  Recurrent gdn;
+  gdn.kind = "gdn", gdn.d_conv = 4, gdn.d_inner = 256, gdn.d_state = 64, gdn.n_group = 2;
+  gdn.attention_every = 4, gdn.attention_offset = 3;
+  qwen3next.recurrent = gdn;
+  CHECK(cpu_compute(qwen3next, 1024, "f16", "f16", true) == 3685408);
+  CHECK(cpu_compute(qwen3next, 1024, "f16", "f16", false) == 8401952);
+  CHECK(cpu_compute(qwen3next, 1024, "q4_0", "f16", true) == 3750944);   // rotated query and key
+  CHECK(cpu_compute(qwen3next, 1024, "q4_0", "f16", false) == 8991776);  // was -12.6 % with the closed forms
 }

@@ -176,6 +176,8 @@ struct EngineSpec {
     bool gated_query = false;     // the query projection also yields an output gate (2 · n_head · head_dim rows)
     std::string graph;            // the reserve graph kvplan models node by node: "qvk" | "qkv" (projection order); "" none
     std::string moe_gating;       // expert weights: "softmax" (normalised top-k probabilities) | "topk_softmax" | "sigmoid_bias"
+    bool shared_expert_gate = false;  // the shared expert's output is scaled by a sigmoid gate (Qwen2-MoE, Qwen3-Next)
+    bool outputs_after_norm = false;  // output rows are selected after the final norm, not in the last layer
     std::string family;
   };
   std::map<std::string, ArchRule> archs;                 // architectures kvplan sizes

@@ -294,6 +294,8 @@ EngineSpec read_engine(const Reader& r) {
       if (!rule.graph.empty() && rule.graph != "qvk" && rule.graph != "qkv")
         throw InputError(r.location("archs", a["graph"]) + " archs." + name + ".graph", rule.graph, "is not a projection order", {"qvk", "qkv"});
       rule.moe_gating = str("moe_gating");
+      rule.shared_expert_gate = a["shared_expert_gate"] && r.convert<bool>("archs." + name + ".shared_expert_gate", a["shared_expert_gate"]);
+      rule.outputs_after_norm = a["outputs_after_norm"] && r.convert<bool>("archs." + name + ".outputs_after_norm", a["outputs_after_norm"]);
       if (!rule.moe_gating.empty() && rule.moe_gating != "softmax" && rule.moe_gating != "topk_softmax" &&
           rule.moe_gating != "sigmoid_bias")
         throw InputError(r.location("archs", a["moe_gating"]) + " archs." + name + ".moe_gating", rule.moe_gating, "is not an expert gating",

@@ -64,26 +64,67 @@ int mla_attention(Graph& g, const ModelSpec& m, CacheInputs& c, int normed, Rope
   const int out = g.op(Type::f32, {vh, heads, ub, 1}, {g.view(expanded, {vh, heads, ub, 1})});  // CONT of the permute
   return g.view(out, {vh * heads, ub, 1, 1});
 }
+
+// A gated delta-net layer (src/models/qwen3next.cpp build_layer_attn_linear, fused GATED_DELTA_NET op): the conv
+// and delta states of the reserve's n_seqs sequences are gathered from the recurrent cache (build_rs), the
+// mixed q/k/v projection runs through the short convolution, q and k are L2-normalised (and repeated to the
+// value heads), the op writes the output and the new state in one tensor, and the output is normalised and
+// gated by silu(z). Assumes head_v_dim = head_k_dim (d_state), as Qwen3-Next has. Returns the layer output.
+int gdn_layer(Graph& g, const ModelSpec& m, const LayerCache& lc, int normed, int s_copy, std::int64_t ub, std::int64_t n_seqs) {
+  const Recurrent& r = *m.recurrent;
+  const std::int64_t hk = r.d_state, nk = r.n_group, hv = r.d_state, nv = r.d_inner / r.d_state, e = m.embd;
+  const std::int64_t channels = r.d_inner + 2 * nk * hk, taps = r.d_conv - 1, per_seq = ub / n_seqs;
+  const int conv_states = g.op(Type::f32, {lc.r_width, n_seqs, 1, 1}, {s_copy});  // GET_ROWS of the conv cache
+  const int mixed = g.op(Type::f32, {channels, ub, 1, 1}, {normed});
+  const int conv_in = g.op(Type::f32, {taps + per_seq, channels, n_seqs, 1},
+                           {g.view(conv_states, {taps, channels, n_seqs, 1}), g.view(mixed, {per_seq, channels, n_seqs, 1})});
+  g.external({g.view(conv_in, {taps, channels, n_seqs, 1})});  // the last taps back into the cache
+  const int state = g.op(Type::f32, {lc.s_width, n_seqs, 1, 1}, {s_copy});  // GET_ROWS of the delta state
+  const int conv = g.inplace({g.op(Type::f32, {channels, ub, 1, 1}, {conv_in})});  // SSM_CONV, silu
+  auto qk = [&](std::int64_t width) {
+    const int normed_heads = g.op(Type::f32, {width, nk, ub, 1}, {g.view(conv, {width, nk, ub, 1})});  // L2_NORM
+    if (nv == nk) return normed_heads;
+    return g.view(g.op(Type::f32, {width, nk, nv / nk, ub}, {g.view(normed_heads, {width, 1, nk, ub})}), {width, nv, ub, 1});  // REPEAT
+  };
+  const int q = qk(hk), k = qk(hk);
+  const int v = g.view(conv, {hv, nv, ub, 1});
+  const int ba = g.op(Type::f32, {2 * nv, ub, 1, 1}, {normed});
+  const int gate = g.view(g.inplace({g.inplace({g.inplace({g.op(Type::f32, {nv, ub, 1, 1}, {g.view(ba, {nv, ub, 1, 1})})})})}),
+                          {1, nv, ub, 1});  // CONT a, + dt bias, softplus, · A
+  const int beta = g.view(g.inplace({g.op(Type::f32, {nv, ub, 1, 1}, {g.view(ba, {nv, ub, 1, 1})})}), {1, nv, ub, 1});  // sigmoid
+  const int delta = g.op(Type::f32, {hv * nv, ub + hk * n_seqs, 1, 1},
+                         {q, k, v, gate, beta, g.view(state, {hk, hv, nv, n_seqs})});  // GATED_DELTA_NET
+  g.external({g.view(delta, {lc.s_width, n_seqs, 1, 1})});  // the new state back into the cache
+  const int out = g.inplace({g.inplace({g.view(delta, {hv, nv, ub, 1})})});  // RMS_NORM, MUL
+  const int z = g.inplace({g.view(g.op(Type::f32, {hv * nv, ub, 1, 1}, {normed}), {hv, nv, ub, 1})});  // silu(z)
+  const int gated = g.inplace({out, z});
+  // the projection is reshaped before the residual ADD, so that ADD writes into the residual input instead
+  return g.view(g.op(Type::f32, {e, ub, 1, 1}, {g.view(gated, {hv * nv, ub, 1, 1})}), {e, ub, 1, 1});
+}
 }  // namespace
 
 std::optional<ggml_graph::Graph> reserve_graph(const ModelSpec& m, const EngineSpec& engine, const ContextShape& s,
                                                const GgmlType& type_k, const GgmlType& type_v, bool flash_attn) {
   const EngineSpec::ArchRule* arch = engine.arch(m.arch);
-  if (!arch || arch->graph.empty() || m.recurrent || m.shared_kv_from > 0 || m.layers <= 0) return std::nullopt;
+  if (!arch || arch->graph.empty() || m.shared_kv_from > 0 || m.layers <= 0) return std::nullopt;
+  if (m.recurrent && m.recurrent->kind != "gdn") return std::nullopt;
   const bool mla = m.mla && !m.mla->legacy;
   if (m.mla && m.mla->legacy) return std::nullopt;
   // b10454 rotates an MLA cache whose 576-wide rows are a multiple of 64; no measured graph covers it yet.
   if (mla && engine.rule_holds("kv_rotation") && type_k.quantized() && (m.mla->kv_lora_rank + m.mla->rope_dim) % 64 == 0)
     return std::nullopt;
   const bool qkv_order = arch->graph == "qkv";  // else "qvk": V's projection before K's
-  const std::int64_t ub = s.n_ubatch, e = m.embd, ns = std::max(1, s.n_stream);
+  // graph_reserve: n_seq_max sequences, the tokens rounded up to a multiple of them
+  const std::int64_t n_seqs = std::max(1, s.n_seq);
+  const std::int64_t ub = (s.n_ubatch + n_seqs - 1) / n_seqs * n_seqs, e = m.embd, ns = std::max(1, s.n_stream);
+  const std::vector<LayerCache> layers = layer_caches(m, engine);
   const std::int64_t n_out = s.n_outputs > 0 ? std::min<std::int64_t>(s.n_outputs, ub) : ub;
   const bool rotate = engine.rule_holds("kv_rotation");
 
   Graph g;
   const int tokens = g.input(Type::i32, {ub, 1, 1, 1});
   g.input(Type::f32, {e, ub, 1, 1});  // inp_embd: built beside inp_tokens, unused, never freed (llm_graph_input_embd)
-  int pos = -1, out_ids = -1;
+  int pos = -1, out_ids = -1, s_copy = -1;
   CacheInputs caches[2];  // [0] full, [1] sliding
   caches[0].n_kv = s.n_ctx_seq;
   caches[1].n_kv = s.swa_cells;
@@ -93,11 +134,12 @@ std::optional<ggml_graph::Graph> reserve_graph(const ModelSpec& m, const EngineS
 
   int cur = g.op(Type::f32, {e, ub, 1, 1}, {tokens});  // GET_ROWS token_embd
   for (int il = 0; il < m.layers; ++il) {
-    const bool last = il == m.layers - 1;
+    const bool last = il == m.layers - 1 && !arch->outputs_after_norm;
     const bool sliding = m.is_sliding(il) && s.swa_cells > 0;
+    const bool recurrent = m.is_recurrent(il);
     CacheInputs& c = caches[sliding ? 1 : 0];
     const std::int64_t kvh = m.kv_heads_at(il), hk = c.head_k, hv = c.head_v, heads = m.heads;
-    if (kvh <= 0) return std::nullopt;
+    if (kvh <= 0 && !recurrent) return std::nullopt;
     const int nrot_k = rotate && type_k.quantized() && m.head_dim_k % 64 == 0 ? rotation_size(static_cast<int>(hk)) : 0;
     const bool rot_v = rotate && type_v.quantized() && m.head_dim_v % 64 == 0;
 
@@ -122,11 +164,16 @@ std::optional<ggml_graph::Graph> reserve_graph(const ModelSpec& m, const EngineS
     };
 
     int kqv = -1;  // the attention output, n_head · head_v rows per token
-    if (mla) {
+    if (recurrent) {
+      if (s_copy < 0) s_copy = g.input(Type::i32, {n_seqs, 1, 1, 1});  // the state copy indices (n_rs = n_seq_max)
+      cur = gdn_layer(g, m, layers[static_cast<std::size_t>(il)], normed, s_copy, ub, n_seqs);
+    } else if (mla) {
       kqv = mla_attention(g, m, c, normed, rope, flash_attn, type_k, ub, ns);
     } else {
     const std::array<std::int64_t, 4> q_shape{hk, heads, ub, 1}, k_shape{hk, kvh, ub, 1}, v_shape{hv, kvh, ub, 1};
-    int q = rope(head_norm(g.view(project(hk * heads), q_shape)));
+    // A gated query (Qwen3-Next): wq yields the query and an output gate, side by side per head.
+    const int q_full = project(hk * heads * (arch->gated_query ? 2 : 1));
+    int q = rope(head_norm(g.view(q_full, q_shape)));
     if (nrot_k > 0) q = rotated(q, c.rot_k, nrot_k, q_shape);
     auto make_k = [&] {
       int k = rope(head_norm(g.view(project(hk * kvh), k_shape)));
@@ -163,8 +210,12 @@ std::optional<ggml_graph::Graph> reserve_graph(const ModelSpec& m, const EngineS
       kqv = g.op(Type::f32, {hv * heads, ub, 1, 1}, {g.view(out, {hv, heads, ub, 1})});  // CONT of the permute
     }
     if (rot_v) kqv = g.view(rotated(kqv, c.rot_v, 64, {hv, heads, ub, 1}), {hv * heads, ub, 1, 1});
+    if (arch->gated_query) {  // attention · sigmoid(gate): CONT of the gate view, sigmoid, MUL
+      const int gate = g.inplace({g.op(Type::f32, {hv * heads, ub, 1, 1}, {g.view(q_full, q_shape)})});
+      kqv = g.inplace_as({hv * heads, ub, 1, 1}, {kqv, gate});
     }
-    cur = g.op(Type::f32, {e, ub, 1, 1}, {kqv});  // wo
+    }
+    if (!recurrent) cur = g.op(Type::f32, {e, ub, 1, 1}, {kqv});  // wo
 
     int residual = inp_sa;
     const std::int64_t rows = last ? n_out : ub;
@@ -218,13 +269,19 @@ std::optional<ggml_graph::Graph> reserve_graph(const ModelSpec& m, const EngineS
         const int gate_sh = g.op(Type::f32, {m.moe->shared_ff, rows, 1, 1}, {x});
         const int up_sh = g.op(Type::f32, {m.moe->shared_ff, rows, 1, 1}, {x});
         const int act_sh = g.op(Type::f32, {m.moe->shared_ff, rows, 1, 1}, {gate_sh, up_sh});
-        ffn_out = g.inplace({ffn_out, g.op(Type::f32, {e, rows, 1, 1}, {act_sh})});
+        int shared = g.op(Type::f32, {e, rows, 1, 1}, {act_sh});
+        if (arch->shared_expert_gate) shared = g.inplace({shared, g.inplace({g.op(Type::f32, {1, rows, 1, 1}, {x})})});
+        ffn_out = g.inplace({ffn_out, shared});
       }
     }
     if (m.post_norms) ffn_out = g.inplace({g.inplace({ffn_out})});
     cur = g.inplace_as({e, rows, 1, 1}, {ffn_out, ffn_inp});  // l_out
   }
-  const int result_norm = g.inplace({g.inplace({cur})});
+  int result_norm = g.inplace({g.inplace({cur})});
+  if (arch->outputs_after_norm) {
+    out_ids = g.input(Type::i32, {n_out, 1, 1, 1});
+    result_norm = g.op(Type::f32, {e, n_out, 1, 1}, {result_norm, out_ids});
+  }
   g.mark_output(result_norm);
   g.mark_output(g.op(Type::f32, {m.vocab, n_out, 1, 1}, {result_norm}));
   return g;
