@@ -1,7 +1,7 @@
 // The fitted prior of data/priors/prior.yaml (docs/priors.md §1; tools/fit_priors.py fits it with the same formula):
 //   e_x   = eq_bits_x - bits_ref                (Gaussian-equivalent bits of the type in the K or V role)
 //   a_K   = a_k exp(-beta_k e_K) [1 + r_norot exp(-beta_norot e_K) S_R(N)   if K is not rotated]
-//   a_V   = a_v exp(-beta_v e_V)
+//   a_V   = a_v exp(-beta_v e_V)                 (beta_k = beta_v = ln 4 in the shipped prior: fixed by the fit, not fitted)
 //   S(N)  = min(((knee + N)/N)^sigma, size_clamp_high)      (1 for large models; sigma_K, sigma_V, sigma_R)
 //   g     = (max(c, ctx_floor) / ctx_floor)^alpha, alpha_K = min(alpha_k (ref/N)^alpha_k_size, alpha_k_max) for low-bit K,
 //           c = the attended context (sliding-window layers attend to at most their window)
