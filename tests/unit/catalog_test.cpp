@@ -78,6 +78,33 @@ TEST_CASE("malformed data files are input errors naming file and line") {
   fs::remove_all(dir);
 }
 
+TEST_CASE("an engine's graph fields accept only the modelled values") {
+  const fs::path dir = fs::temp_directory_path() / "kvplan_catalog_test_graph";
+  fs::create_directories(dir);
+  {
+    std::ofstream(dir / "e.yaml") << "engine:\n  id: llama.cpp\n  archs:\n    llama: {family: llama, graph: kvq}\n";
+  }
+  try {
+    load_catalog({dir.string()});
+    FAIL("accepted an unknown projection order");
+  } catch (const InputError& e) {
+    CHECK(e.value() == "kvq");
+    CHECK(e.field().find("archs.llama.graph") != std::string::npos);
+    CHECK(e.accepted() == std::vector<std::string>{"qvk", "qkv"});
+  }
+  {
+    std::ofstream(dir / "e.yaml") << "engine:\n  id: llama.cpp\n  archs:\n    qwen3moe: {graph: qvk, moe_gating: sigmoid}\n";
+  }
+  try {
+    load_catalog({dir.string()});
+    FAIL("accepted an unknown expert gating");
+  } catch (const InputError& e) {
+    CHECK(e.value() == "sigmoid");
+    CHECK(e.field().find("archs.qwen3moe.moe_gating") != std::string::npos);
+  }
+  fs::remove_all(dir);
+}
+
 TEST_CASE("architectures kvplan does not model are refused, and unknown model fields are errors") {
   const fs::path dir = fs::temp_directory_path() / "kvplan_catalog_test_arch";
   fs::create_directories(dir);
