@@ -272,4 +272,23 @@ TEST_CASE("CPU compute buffer: ggml-alloc over the modelled reserve graph equals
   CHECK(cpu_compute(qwen3next, 1024, "f16", "f16", false) == 8401952);
   CHECK(cpu_compute(qwen3next, 1024, "q4_0", "f16", true) == 3750944);   // rotated query and key
   CHECK(cpu_compute(qwen3next, 1024, "q4_0", "f16", false) == 8991776);  // was -12.6 % with the closed forms
+
+  // Mamba-2 (d_inner 512, state 64, 2 groups, 8 heads), no attention and no FFN
+  ModelSpec mamba2 = tiny("mamba2", 2, 256, 0, 0, 0, 0);
+  mamba2.tied_embeddings = true;
+  Recurrent ssm;
+  ssm.kind = "mamba2", ssm.d_conv = 4, ssm.d_inner = 512, ssm.d_state = 64, ssm.n_group = 2, ssm.dt_rank = 8;
+  mamba2.recurrent = ssm;
+  CHECK(cpu_compute(mamba2, 1024, "f16", "f16", true) == 4363296);
+
+  // Granite 4.0-H style: three Mamba-2 layers (1 group) and a NoPE attention layer, dense FFN, residual scaling
+  ModelSpec granite = tiny("granitehybrid", 4, 256, 512, 4, 2, 64);
+  granite.rope = false;
+  granite.tied_embeddings = true;
+  granite.kv_heads_per_layer = {0, 0, 0, 2};
+  ssm.n_group = 1, ssm.attention_layers = {3};
+  granite.recurrent = ssm;
+  CHECK(cpu_compute(granite, 1024, "f16", "f16", true) == 4355104);
+  CHECK(cpu_compute(granite, 1024, "f16", "f16", false) == 6557728);
+  CHECK(cpu_compute(granite, 10000, "f32", "f32", true, 256, 4) == 7608352);  // was +10.3 % with the closed forms
 }

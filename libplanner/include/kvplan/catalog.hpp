@@ -39,6 +39,7 @@ struct Mla {
 struct Recurrent {
   std::string kind;  // mamba | mamba2 | gdn | rwkv6 | rwkv7 | lfm2
   int d_conv = 0, d_inner = 0, d_state = 0, n_group = 0;  // Mamba, Mamba2, gated delta-net
+  int dt_rank = 0;                                      // Mamba2 heads (ssm.time_step_rank); 0: d_inner / 64
   int head_size = 0, token_shift_count = 0;             // RWKV
   int l_cache = 0;                                      // LFM2 short convolution
   int attention_every = 0, attention_offset = 0;        // hybrid: layer il is attention iff il % every == offset
@@ -67,6 +68,7 @@ struct ModelSpec {
   std::int64_t params = 0;
   int layers = 0, embd = 0, heads = 0, kv_heads = 0, head_dim_k = 0, head_dim_v = 0, ff = 0, vocab = 0;
   bool tied_embeddings = false, qkv_bias = false, qk_norm = false, post_norms = false, attn_sinks = false;
+  bool rope = true;  // rotary positions in the attention layers (Granite 4.0-H hybrids: none, NoPE)
   int ctx_native = 0;
   int ctx_extended = 0;  // 0 when the model has no documented rope-scaled maximum
   std::optional<RopeScaling> rope_scaling;
@@ -178,6 +180,8 @@ struct EngineSpec {
     std::string moe_gating;       // expert weights: "softmax" (normalised top-k probabilities) | "topk_softmax" | "sigmoid_bias"
     bool shared_expert_gate = false;  // the shared expert's output is scaled by a sigmoid gate (Qwen2-MoE, Qwen3-Next)
     bool outputs_after_norm = false;  // output rows are selected after the final norm, not in the last layer
+    std::string rope_switch_key;      // GGUF key that turns RoPE off (Granite: rope.scaling.finetuned); "" none
+    bool residual_scale = false;      // layer outputs are scaled before the residual ADD (Granite residual_multiplier)
     std::string family;
   };
   std::map<std::string, ArchRule> archs;                 // architectures kvplan sizes

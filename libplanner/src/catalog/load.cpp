@@ -155,6 +155,7 @@ ModelSpec read_model(const Reader& r) {
   m.qkv_bias = r.get<bool>("qkv_bias", false);
   m.qk_norm = r.get<bool>("qk_norm", false);
   m.post_norms = r.get<bool>("post_norms", false);
+  m.rope = r.get<bool>("rope", true);
   m.attn_sinks = r.get<bool>("attn_sinks", false);
   m.ctx_native = r.get<int>("ctx_native");
   m.ctx_extended = r.get<int>("ctx_extended", 0);
@@ -209,6 +210,7 @@ ModelSpec read_model(const Reader& r) {
     rec.d_inner = opt("d_inner");
     rec.d_state = opt("d_state");
     rec.n_group = opt("n_group");
+    rec.dt_rank = opt("dt_rank");
     rec.head_size = opt("head_size");
     rec.token_shift_count = opt("token_shift_count");
     rec.l_cache = opt("l_cache");
@@ -294,6 +296,8 @@ EngineSpec read_engine(const Reader& r) {
       if (!rule.graph.empty() && rule.graph != "qvk" && rule.graph != "qkv")
         throw InputError(r.location("archs", a["graph"]) + " archs." + name + ".graph", rule.graph, "is not a projection order", {"qvk", "qkv"});
       rule.moe_gating = str("moe_gating");
+      rule.rope_switch_key = str("rope_switch_key");
+      rule.residual_scale = a["residual_scale"] && r.convert<bool>("archs." + name + ".residual_scale", a["residual_scale"]);
       rule.shared_expert_gate = a["shared_expert_gate"] && r.convert<bool>("archs." + name + ".shared_expert_gate", a["shared_expert_gate"]);
       rule.outputs_after_norm = a["outputs_after_norm"] && r.convert<bool>("archs." + name + ".outputs_after_norm", a["outputs_after_norm"]);
       if (!rule.moe_gating.empty() && rule.moe_gating != "softmax" && rule.moe_gating != "topk_softmax" &&
@@ -604,7 +608,7 @@ std::vector<T> read_all(const Sources& s, const std::string& collection, F read)
   if (it == s.collections.end()) return out;
   static const std::map<std::string, std::vector<std::string>> known_keys = {
       {"models", {"id", "name", "hf_id", "aliases", "arch", "family", "params", "layers", "embd", "heads", "kv_heads", "head_dim",
-                  "head_dim_v", "ff", "vocab", "tied_embeddings", "qkv_bias", "qk_norm", "post_norms", "attn_sinks", "ctx_native",
+                  "head_dim_v", "ff", "vocab", "tied_embeddings", "qkv_bias", "qk_norm", "post_norms", "attn_sinks", "rope", "ctx_native",
                   "ctx_extended", "rope_scaling", "swa", "moe", "mla", "recurrent", "kv_heads_per_layer", "sliding_layers",
                   "head_dim_swa", "head_dim_v_swa", "shared_kv_from", "source", "note"}},
       {"gpus", {"id", "name", "aliases", "vendor", "backend", "memory", "total_mib", "total_source", "working_set_mib",

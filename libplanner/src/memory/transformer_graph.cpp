@@ -1,6 +1,7 @@
 #include "transformer_graph.hpp"
 
 #include <algorithm>
+#include <functional>
 
 namespace kvplan {
 namespace {
@@ -46,16 +47,34 @@ class Builder {
     const int tokens = g_.input(Type::i32, {ub_, 1, 1, 1});
     g_.input(Type::f32, {e_, ub_, 1, 1});  // inp_embd: built beside inp_tokens, unused, never freed (llm_graph_input_embd)
     int cur = g_.op(Type::f32, {e_, ub_, 1, 1}, {tokens});  // GET_ROWS token_embd
+    // ggml_build_forward_expand adds a node when something expanded needs it: a layer's last nodes (after its
+    // last explicit expand: SET_ROWS into the cache, the recurrent state copies) join the graph only when the next
+    // layer's first expand pulls them in, after that layer's state gathers (build_rs expands them first).
+    std::function<int()> rest;  // the previous layer's remaining nodes; returns its output
     for (int il = 0; il < m_.layers; ++il) {
       const bool recurrent = m_.is_recurrent(il);
       if (!recurrent && m_.kv_heads_at(il) <= 0) return std::nullopt;
+      const LayerCache& lc = layers_[static_cast<std::size_t>(il)];
+      const bool mamba = recurrent && m_.recurrent->kind == "mamba2";
+      const int conv_states = mamba ? gather_states(lc.r_width) : -1;
+      if (rest) cur = rest();
       const int inp_sa = cur;
       const int normed = norm(cur);  // attn_norm
-      int out = -1;
-      if (recurrent) out = gated_delta_net(layers_[static_cast<std::size_t>(il)], normed);
-      else out = g_.op(Type::f32, {e_, ub_, 1, 1}, {m_.mla ? latent_attention(normed) : attention(il, normed)});  // wo
-      cur = feed_forward(il, out, inp_sa);
+      std::function<int()> block;  // the rest of the mixing block: its output before the residual ADD
+      if (recurrent && !mamba) {
+        const int out = gated_delta_net(lc, normed);
+        block = [out] { return out; };
+      } else if (mamba) {
+        block = mamba2(normed, conv_states);
+      } else if (m_.mla) {
+        const int kqv = latent_attention(normed);
+        block = [this, kqv] { return g_.op(Type::f32, {e_, ub_, 1, 1}, {kqv}); };  // wo
+      } else {
+        block = attention(il, normed);
+      }
+      rest = [this, il, block, inp_sa] { return feed_forward(il, block(), inp_sa); };
     }
+    cur = rest();
     int result_norm = norm(cur);
     if (arch_.outputs_after_norm) result_norm = g_.op(Type::f32, {e_, n_out_, 1, 1}, {result_norm, output_ids()});
     g_.mark_output(result_norm);
@@ -87,8 +106,9 @@ class Builder {
     if (c.mask < 0) c.mask = g_.input(fa_ ? Type::f16 : Type::f32, {c.n_kv, ub_ / ns_, 1, ns_});
   }
 
-  // Attention over a K/V cache (llama-graph.cpp build_attn, build_attn_mha). Returns the rows wo reads.
-  int attention(int il, int normed) {
+  // Attention over a K/V cache (llama-graph.cpp build_attn, build_attn_mha): the projections and the cache writes
+  // now; the attention itself and wo when the returned function runs (it returns wo's output).
+  std::function<int()> attention(int il, int normed) {
     CacheInputs& c = caches_[m_.is_sliding(il) && swa_ ? 1 : 0];
     const std::int64_t kvh = m_.kv_heads_at(il), hk = c.head_k, hv = c.head_v, heads = m_.heads;
     const int nrot_k = rotate_ && type_k_.quantized() && m_.head_dim_k % 64 == 0 ? rotation_size(static_cast<int>(hk)) : 0;
@@ -98,10 +118,11 @@ class Builder {
     auto head_norm = [&](int t) { return m_.qk_norm ? norm(t) : t; };
     // A gated query (Qwen3-Next): wq yields the query and an output gate, side by side per head.
     const int q_full = project(hk * heads * (arch_.gated_query ? 2 : 1));
-    int q = rope(head_norm(g_.view(q_full, q_shape)), c, nrot_k);
+    auto positions = [&](int t) { return m_.rope ? rope(t, c, nrot_k) : t; };
+    int q = positions(head_norm(g_.view(q_full, q_shape)));
     if (nrot_k > 0) q = rotated(q, c.rot_k, nrot_k, q_shape);
     auto make_k = [&] {
-      const int k = rope(head_norm(g_.view(project(hk * kvh), k_shape)), c, nrot_k);
+      const int k = positions(head_norm(g_.view(project(hk * kvh), k_shape)));
       return nrot_k > 0 ? rotated(k, c.rot_k, nrot_k, k_shape) : k;
     };
     auto make_v = [&] {
@@ -119,7 +140,7 @@ class Builder {
     if (c.v_idx < 0) c.v_idx = g_.input(Type::i64, {fa_ ? ub_ : ub_ * hv * kvh, 1, 1, 1});
     g_.external({g_.view(v, v_shape), c.v_idx});
     require_mask(c);
-
+    return [this, &c, q, q_full, q_shape, hk, hv, kvh, heads, rot_v] {
     const int q_perm = g_.view(q, {hk, ub_, heads, 1});
     int kqv = -1;
     if (fa_) {
@@ -140,7 +161,8 @@ class Builder {
       const int gate = g_.inplace({g_.op(Type::f32, {hv * heads, ub_, 1, 1}, {g_.view(q_full, q_shape)})});
       kqv = g_.inplace_as({hv * heads, ub_, 1, 1}, {kqv, gate});
     }
-    return kqv;
+    return g_.op(Type::f32, {e_, ub_, 1, 1}, {kqv});  // wo
+    };
   }
 
   // Multi-head latent attention (src/models/deepseek2.cpp with the latent cache): the query's no-rope part is
@@ -193,13 +215,12 @@ class Builder {
     const Recurrent& r = *m_.recurrent;
     const std::int64_t hk = r.d_state, nk = r.n_group, hv = r.d_state, nv = r.d_inner / r.d_state;
     const std::int64_t channels = r.d_inner + 2 * nk * hk, taps = r.d_conv - 1, per_seq = ub_ / n_seqs_;
-    if (s_copy_ < 0) s_copy_ = g_.input(Type::i32, {n_seqs_, 1, 1, 1});  // the state copy indices (n_rs = n_seq_max)
-    const int conv_states = g_.op(Type::f32, {lc.r_width, n_seqs_, 1, 1}, {s_copy_});  // GET_ROWS of the conv cache
+    const int conv_states = gather_states(lc.r_width);
     const int mixed = g_.op(Type::f32, {channels, ub_, 1, 1}, {normed});
     const int conv_in = g_.op(Type::f32, {taps + per_seq, channels, n_seqs_, 1},
                               {g_.view(conv_states, {taps, channels, n_seqs_, 1}), g_.view(mixed, {per_seq, channels, n_seqs_, 1})});
     g_.external({g_.view(conv_in, {taps, channels, n_seqs_, 1})});  // the last taps back into the cache
-    const int state = g_.op(Type::f32, {lc.s_width, n_seqs_, 1, 1}, {s_copy_});  // GET_ROWS of the delta state
+    const int state = gather_states(lc.s_width);
     const int conv = g_.inplace({g_.op(Type::f32, {channels, ub_, 1, 1}, {conv_in})});  // SSM_CONV, silu
     auto qk = [&](std::int64_t width) {
       const int normed_heads = g_.op(Type::f32, {width, nk, ub_, 1}, {g_.view(conv, {width, nk, ub_, 1})});  // L2_NORM
@@ -223,6 +244,42 @@ class Builder {
     return g_.view(g_.op(Type::f32, {e_, ub_, 1, 1}, {g_.view(gated, {hv * nv, ub_, 1, 1})}), {e_, ub_, 1, 1});
   }
 
+  // llm_graph_context::build_rs: the n_seqs sequences' states gathered from the recurrent cache (GET_ROWS by the
+  // state-copy indices; n_rs = n_seq_max in the reserve, so no extra states are copied)
+  int gather_states(std::int64_t width) {
+    if (s_copy_ < 0) s_copy_ = g_.input(Type::i32, {n_seqs_, 1, 1, 1});
+    return g_.op(Type::f32, {width, n_seqs_, 1, 1}, {s_copy_});
+  }
+
+  // A Mamba-2 layer (src/models/graph-context-mamba.cpp build_mamba2_layer): in_proj to z, xBC and dt; the short
+  // convolution over the gathered conv state and xBC; SSM_SCAN reading the SSM state from the cache, writing the
+  // output and the new state in one tensor; then, when the returned function runs, y + x·D gated by silu(z), a
+  // grouped RMS norm and out_proj (it returns the layer's output before the residual ADD).
+  std::function<int()> mamba2(int normed, int conv_states) {
+    const Recurrent& r = *m_.recurrent;
+    const std::int64_t d_inner = r.d_inner, ng = std::max(1, r.n_group), ds = r.d_state;
+    const std::int64_t nh = r.dt_rank > 0 ? r.dt_rank : d_inner / 64, hd = d_inner / nh;
+    const std::int64_t channels = d_inner + 2 * ng * ds, taps = r.d_conv - 1, per_seq = ub_ / n_seqs_;
+    const int zxbcdt = g_.op(Type::f32, {2 * d_inner + 2 * ng * ds + nh, ub_, 1, 1}, {normed});  // in_proj
+    const int conv_in = g_.op(Type::f32, {taps + per_seq, channels, n_seqs_, 1},
+                              {g_.view(conv_states, {taps, channels, n_seqs_, 1}), g_.view(zxbcdt, {per_seq, channels, n_seqs_, 1})});
+    g_.external({g_.view(conv_in, {taps, channels, n_seqs_, 1})});  // the last taps back into the cache
+    const int conv = g_.inplace({g_.inplace({g_.op(Type::f32, {channels, ub_, 1, 1}, {conv_in})})});  // SSM_CONV, + bias, silu
+    const int x = g_.view(conv, {hd, nh, ub_, 1});
+    const int dt = g_.inplace({g_.op(Type::f32, {nh, ub_, 1, 1}, {g_.view(zxbcdt, {nh, ub_, 1, 1})})});  // CONT, + dt_bias
+    const int scan = g_.op(Type::f32, {d_inner * ub_ + ds * d_inner * n_seqs_, 1, 1, 1},
+                           {x, dt, g_.view(conv, {ds, ng, ub_, 1}), g_.view(conv, {ds, ng, ub_, 1}), s_copy_});  // SSM_SCAN
+    g_.external({g_.view(scan, {ds * d_inner, n_seqs_, 1, 1})});  // the new state back into the cache
+    return [this, zxbcdt, x, scan, d_inner, ng, nh, hd] {
+      const int z = g_.op(Type::f32, {hd, nh, ub_, 1}, {g_.view(zxbcdt, {hd, nh, ub_, 1})});  // CONT
+      const int y = g_.inplace({g_.view(scan, {hd, nh, ub_, 1}), g_.inplace({x})});          // y + x·D
+      const int gated = g_.op(Type::f32, {hd, nh, ub_, 1}, {z, y});                          // GLU (swiglu)
+      const int normed_groups = norm(g_.view(gated, {d_inner / ng, ng, ub_, 1}));
+      const int out = g_.view(g_.op(Type::f32, {e_, ub_, 1, 1}, {g_.view(normed_groups, {d_inner, ub_, 1, 1})}), {e_, ub_, 1, 1});
+      return arch_.residual_scale ? g_.inplace({out}) : out;  // SCALE of the reshaped output: a new tensor
+    };
+  }
+
   // The residual around the attention block, the FFN (dense or mixture of experts) and the residual around it;
   // the last layer keeps only the output rows first (inp_out_ids). Returns l_out.
   int feed_forward(int il, int cur, int residual) {
@@ -234,6 +291,7 @@ class Builder {
     }
     if (m_.post_norms) cur = norm(cur);
     const int ffn_inp = g_.inplace({cur, residual});
+    if (m_.ff == 0 && !m_.moe) return ffn_inp;  // no FFN (Mamba-2)
     const int x = norm(ffn_inp);  // ffn_norm
     int ffn_out = -1;
     if (!m_.moe || il < m_.moe->dense_lead) {
@@ -300,7 +358,7 @@ std::optional<ggml_graph::Graph> reserve_graph(const ModelSpec& m, const EngineS
                                                const GgmlType& type_k, const GgmlType& type_v, bool flash_attn) {
   const EngineSpec::ArchRule* arch = engine.arch(m.arch);
   if (!arch || arch->graph.empty() || m.shared_kv_from > 0 || m.layers <= 0) return std::nullopt;
-  if (m.recurrent && m.recurrent->kind != "gdn") return std::nullopt;
+  if (m.recurrent && m.recurrent->kind != "gdn" && m.recurrent->kind != "mamba2") return std::nullopt;
   if (m.mla && m.mla->legacy) return std::nullopt;
   // b10454 rotates an MLA cache whose 576-wide rows are a multiple of 64; no measured graph covers it yet.
   if (m.mla && engine.rule_holds("kv_rotation") && type_k.quantized() && (m.mla->kv_lora_rank + m.mla->rope_dim) % 64 == 0)

@@ -130,6 +130,11 @@ ModelSpec model_from_gguf(const std::vector<GgufHeader>& splits, const std::vect
   }
   if (meta.has("attention.shared_kv_layers")) m.shared_kv_from = m.layers - meta.integer("attention.shared_kv_layers", 0);
 
+  // llama.cpp granite*.cpp: rope_finetuned doubles as the RoPE switch (the converter writes false for hybrids)
+  if (!rule->rope_switch_key.empty()) {
+    const std::vector<double> on = meta.numbers(rule->rope_switch_key);
+    if (!on.empty()) m.rope = on[0] != 0;
+  }
   if (meta.has("expert_count") && meta.integer("expert_count", 0) > 0) {
     Moe moe;
     moe.experts = meta.integer("expert_count", 0);
@@ -160,6 +165,7 @@ ModelSpec model_from_gguf(const std::vector<GgufHeader>& splits, const std::vect
     r.d_inner = meta.integer("ssm.inner_size", 0);
     r.d_state = meta.integer("ssm.state_size", 0);
     r.n_group = meta.integer("ssm.group_count", 0);
+    r.dt_rank = meta.integer("ssm.time_step_rank", 0);
     r.head_size = meta.integer("wkv.head_size", 0);
     r.token_shift_count = meta.integer("token_shift_count", 2);
     r.l_cache = meta.integer("shortconv.l_cache", 0);
