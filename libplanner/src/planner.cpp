@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <array>
 #include <map>
+#include <tuple>
 #include <regex>
 #include <set>
 
@@ -101,6 +103,20 @@ struct Setup {
   };
   std::optional<Draft> draft;
   std::vector<std::string> warnings;  // plan-level notes found while resolving
+
+  // compute_bytes depends on the shape and the cache types, not on the weight format: the ranker asks for the same
+  // figure once per format, and on the CPU backend each is a reserve graph built and placed (docs/benchmarks.md).
+  using ComputeKey = std::tuple<const ModelSpec*, const BackendSpec*, std::array<int, 9>, std::string, std::string, bool, bool>;
+  mutable std::map<ComputeKey, ComputeBytes> compute_memo;
+  ComputeBytes compute(const ModelSpec& m, const ContextShape& sh, const GgmlType& tk, const GgmlType& tv, bool fa,
+                       const BackendSpec& b, bool holds_output = true) const {
+    const std::array<int, 9> dims{sh.n_ctx, sh.n_ctx_seq, sh.n_stream, sh.n_seq, sh.unified ? 1 : 0, sh.n_ubatch, sh.n_batch,
+                                  sh.swa_cells, sh.n_outputs};
+    const ComputeKey key{&m, &b, dims, tk.name, tv.name, fa, holds_output};
+    auto it = compute_memo.find(key);
+    if (it == compute_memo.end()) it = compute_memo.emplace(key, compute_bytes(m, *engine, sh, tk, tv, fa, b, holds_output)).first;
+    return it->second;
+  }
 };
 
 struct Candidate {  // one (weights, K, V, flash attention) combination the engine accepts
@@ -682,7 +698,7 @@ void add_draft(const Setup& s, const Candidate& c, int ctx, Option& o) {
   const BackendSpec& cpu = e.backend("cpu");
   const KvCacheBytes kv = kv_cache_bytes(dm, e, shape, tk, tv, c.flash_attn, *s.backend, d.placement.first_gpu_layer);
   const KvCacheBytes kv_host = kv_cache_bytes(dm, e, shape, tk, tv, c.flash_attn, cpu, 0, d.placement.first_gpu_layer);
-  const ComputeBytes compute = compute_bytes(dm, e, shape, tk, tv, c.flash_attn, *s.backend);
+  const ComputeBytes compute = s.compute(dm, shape, tk, tv, c.flash_attn, *s.backend);
   const WeightBytes w = weight_bytes(dm, d.format(), e, *s.backend, d.placement);
   auto put = [&](const std::string& what, const std::string& pool, const Figure& f) {
     if (f.bytes != 0) o.allocations.push_back({"draft", what, pool, f});
@@ -739,7 +755,7 @@ Option account(const Setup& s, const Candidate& c, int ctx) {
   // KV of each layer lives on that layer's device (offload_kqv, llama-kv-cache.cpp dev_layer(il)).
   const KvCacheBytes kv = kv_cache_bytes(m, e, shape, tk, tv, c.flash_attn, *s.backend, place.first_gpu_layer);
   const KvCacheBytes kv_host = kv_cache_bytes(m, e, shape, tk, tv, c.flash_attn, cpu, 0, place.first_gpu_layer);
-  ComputeBytes compute = compute_bytes(m, e, shape, tk, tv, c.flash_attn, *s.backend);
+  ComputeBytes compute = s.compute(m, shape, tk, tv, c.flash_attn, *s.backend);
   const bool host_matmuls = place.partial() || place.cpu_moe_layers > 0 || !place.overrides.empty();
   if (host_matmuls) {
     // Host-resident weights used in matmuls are copied into the GPU compute buffer for batches of 32
@@ -750,7 +766,7 @@ Option account(const Setup& s, const Candidate& c, int ctx) {
       compute.device.high += c.weight_bytes.largest_host_matrix;
     }
     if (place.first_gpu_layer > 0) {
-      const ComputeBytes cpu_part = compute_bytes(m, e, shape, tk, tv, c.flash_attn, cpu);
+      const ComputeBytes cpu_part = s.compute(m, shape, tk, tv, c.flash_attn, cpu);
       compute.host.bytes += cpu_part.device.bytes;
       compute.host.unpadded += cpu_part.device.unpadded;
       compute.host.high += cpu_part.device.high;
@@ -791,7 +807,7 @@ Option account(const Setup& s, const Candidate& c, int ctx) {
       if (begin < end) put_kv(kv_cache_bytes(m, e, shape, tk, tv, c.flash_attn, *s.backend, begin, end), pool);
       const bool holds_output = place.device_of(last) == static_cast<int>(d);
       if (begin >= end && !holds_output) continue;
-      Figure part = compute_bytes(m, e, shape, tk, tv, c.flash_attn, *s.backend, holds_output).device;
+      Figure part = s.compute(m, shape, tk, tv, c.flash_attn, *s.backend, holds_output).device;
       if (d == 0 && host_matmuls) part = compute.device;  // the op-offload copy is on the main GPU
       if (s.resolved.pipeline_parallel) part.high *= 2;
       put("compute", pool, part);
