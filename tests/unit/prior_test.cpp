@@ -336,7 +336,9 @@ TEST_CASE("calibrate: a user's measurements scale the model's K and V terms, nar
   const ModelCalibration* mc = cal.calibration(m.id);
   REQUIRE(mc != nullptr);
   CHECK(mc->rows == 4);
-  CHECK(mc->k_factor > 2.5);  // shrunk toward 1 by the prior's spread, but most of the way to 4
+  // shrunk toward 1 by the prior's spread, but more than half the way to 4 in log terms (4^0.5 = 2): four
+  // consistent rows outweigh the prior
+  CHECK(mc->k_factor > 2.0);
   CHECK(mc->k_factor < 4.5);
   CHECK(mc->v_factor == Approx(1).margin(0.3));
   CHECK(mc->interval_high < c.prior.interval_high);
