@@ -35,17 +35,19 @@ double peak_rss_mib() {
 // minimum is the figure least disturbed by other load.
 double min_of(const std::vector<double>& v) { return v.empty() ? 0.0 : *std::min_element(v.begin(), v.end()); }
 
-// (a) The mission request: the ranker over weights x cache types x flash attention, with the
-// largest fitting context found per candidate.
-void BM_PlanMission(benchmark::State& state) {
+// plan() on one request, once per iteration.
+void time_plan(benchmark::State& state, const kvplan::Request& req) {
   const auto& catalog = kvplan::builtin_catalog();
-  const kvplan::Request req = mission_request();
   for (auto _ : state) {
     kvplan::Plan p = kvplan::plan(catalog, req);
     benchmark::DoNotOptimize(p);
   }
   state.SetItemsProcessed(state.iterations());
 }
+
+// (a) The mission request: the ranker over weights x cache types x flash attention, with the
+// largest fitting context found per candidate.
+void BM_PlanMission(benchmark::State& state) { time_plan(state, mission_request()); }
 BENCHMARK(BM_PlanMission)->Unit(benchmark::kMillisecond)->ComputeStatistics("min", min_of);
 
 // (b) Every catalog model on a spread of GPUs (CUDA consumer/datacenter, ROCm, Apple unified).
@@ -95,32 +97,22 @@ BENCHMARK(BM_PlanSweep)  // ~1 s an iteration
 // (c') The ranker on the CPU backend, where every candidate's compute buffer comes from building the reserve graph
 // and placing it as ggml-alloc does (48 layers, MoE: Qwen3-30B-A3B in 64 GB of RAM).
 void BM_PlanCpuBackend(benchmark::State& state) {
-  const auto& catalog = kvplan::builtin_catalog();
   kvplan::Request req = mission_request();
   req.gpu = "64GB";
   req.backend = "cpu";
   req.model = "qwen3-30b-a3b";
-  for (auto _ : state) {
-    kvplan::Plan p = kvplan::plan(catalog, req);
-    benchmark::DoNotOptimize(p);
-  }
-  state.SetItemsProcessed(state.iterations());
+  time_plan(state, req);
 }
 BENCHMARK(BM_PlanCpuBackend)->Unit(benchmark::kMillisecond)->ComputeStatistics("min", min_of);
 
 void BM_PlanPinned(benchmark::State& state) {
-  const auto& catalog = kvplan::builtin_catalog();
   kvplan::Request req = mission_request();
   req.weights = "Q4_K_M";
   req.ctx_size = 32768;
   req.cache_type_k = "q8_0";
   req.cache_type_v = "q8_0";
   req.flash_attn = "on";
-  for (auto _ : state) {
-    kvplan::Plan p = kvplan::plan(catalog, req);
-    benchmark::DoNotOptimize(p);
-  }
-  state.SetItemsProcessed(state.iterations());
+  time_plan(state, req);
 }
 BENCHMARK(BM_PlanPinned)->Unit(benchmark::kMicrosecond)->ComputeStatistics("min", min_of);
 
