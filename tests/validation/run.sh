@@ -2,7 +2,7 @@
 # Validates kvplan against real llama.cpp: the build llama-cpp-python 0.3.35 vendors (b10454, 4df29be4f).
 #
 #   tests/validation/run.sh [--subset|--full] [--install-only] [--measure-only] [--models a,b]
-#                           [--no-fail-on compute,fits]
+#                           [--no-fail-on compute,fits] [--results DIR]
 #
 # --subset (the default) is the fixed CI subset; --full is the whole sweep (see docs/accuracy.md for
 # its wall time). Steps:
@@ -12,7 +12,8 @@
 #   2. the probe library (probe.cpp) against that sdist's headers;
 #   3. the synthetic GGUF models (make_models.py) in tests/validation/models/;
 #   4. the measurements (measure.py) in tests/validation/out/;
-#   5. the comparison with build/kvplan (compare.py): results/compare-MODE.csv and summary-MODE.json.
+#   5. the comparison with build/kvplan (compare.py): results/compare-MODE.csv and summary-MODE.json
+#      (--results DIR writes them elsewhere: ctest does, so a test run leaves the committed results alone).
 # Exit status: compare.py's (1 when a target is missed), or 2 on a setup error.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -24,6 +25,7 @@ install_only=0
 measure_only=0
 models=""
 no_fail_on=""
+results="$here/results"
 while [ $# -gt 0 ]; do
   case "$1" in
     --subset) mode=subset ;;
@@ -32,7 +34,8 @@ while [ $# -gt 0 ]; do
     --measure-only) measure_only=1 ;;
     --models) models="$2"; shift ;;
     --no-fail-on) no_fail_on="$2"; shift ;;
-    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    --results) results="$2"; shift ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown argument $1" >&2; exit 2 ;;
   esac
   shift
@@ -99,4 +102,5 @@ if [ ! -x "$kvplan" ]; then
   echo "run.sh: $kvplan not found: build kvplan first (cmake --build build)" >&2
   exit 2
 fi
-"$py" compare.py --"$mode" --kvplan "$kvplan" --no-fail-on "$no_fail_on"
+mkdir -p "$results"
+"$py" compare.py --"$mode" --kvplan "$kvplan" --no-fail-on "$no_fail_on" --results "$results"
