@@ -32,8 +32,7 @@ double rotation_inputs(const ModelSpec& m, const EngineSpec& engine, const std::
       if (!mla) head_v = head_v == 0 ? c.head_v : (head_v == c.head_v ? head_v : -1);
     }
     if (type_k.quantized() && head_k > 0 && model_head_k % 64 == 0) {
-      int nrot = 64;
-      while (head_k % (nrot * 2) == 0) nrot *= 2;
+      const int nrot = kv_rotation_size(head_k);
       bytes += 4.0 * nrot * nrot;
     }
     if (type_v.quantized() && head_v > 0 && m.head_dim_v % 64 == 0) bytes += 4.0 * 64 * 64;

@@ -4,18 +4,16 @@
 #include <functional>
 
 namespace kvplan {
+
+int kv_rotation_size(int head_size) {
+  int n = 64;
+  while (head_size > 0 && head_size % (n * 2) == 0) n *= 2;
+  return n;
+}
+
 namespace {
 using ggml_graph::Graph;
 using ggml_graph::Type;
-
-// nrot of a quantized K cache (src/llama-kv-cache.cpp constructor attn_rot_k): the largest power of two
-// dividing the head size, at least 64; 0 when the head size is not a multiple of 64.
-int rotation_size(int head) {
-  if (head <= 0 || head % 64 != 0) return 0;
-  int n = 64;
-  while (head % (n * 2) == 0) n *= 2;
-  return n;
-}
 
 // The graph inputs of one KV cache (the full one, or the sliding-window one of an iSWA model), created on
 // first use, which is the order ggml_build_forward_expand meets them in.
@@ -111,7 +109,7 @@ class Builder {
   std::function<int()> attention(int il, int normed) {
     CacheInputs& c = caches_[m_.is_sliding(il) && swa_ ? 1 : 0];
     const std::int64_t kvh = m_.kv_heads_at(il), hk = c.head_k, hv = c.head_v, heads = m_.heads;
-    const int nrot_k = rotate_ && type_k_.quantized() && m_.head_dim_k % 64 == 0 ? rotation_size(static_cast<int>(hk)) : 0;
+    const int nrot_k = rotate_ && type_k_.quantized() && m_.head_dim_k % 64 == 0 ? kv_rotation_size(static_cast<int>(hk)) : 0;
     const bool rot_v = rotate_ && type_v_.quantized() && m_.head_dim_v % 64 == 0;
     const std::array<std::int64_t, 4> q_shape{hk, heads, ub_, 1}, k_shape{hk, kvh, ub_, 1}, v_shape{hv, kvh, ub_, 1};
     auto project = [&](std::int64_t width) { return g_.op(Type::f32, {width, ub_, 1, 1}, {normed}); };
@@ -358,7 +356,17 @@ std::optional<ggml_graph::Graph> reserve_graph(const ModelSpec& m, const EngineS
                                                const GgmlType& type_k, const GgmlType& type_v, bool flash_attn) {
   const EngineSpec::ArchRule* arch = engine.arch(m.arch);
   if (!arch || arch->graph.empty() || m.shared_kv_from > 0 || m.layers <= 0) return std::nullopt;
-  if (m.recurrent && m.recurrent->kind != "gdn" && m.recurrent->kind != "mamba2") return std::nullopt;
+  if (m.recurrent) {
+    // Only the kinds modelled, with sizes the graph can be cut into (a --data entry may leave them out); anything
+    // else keeps the closed forms rather than divide by zero.
+    const Recurrent& r = *m.recurrent;
+    if ((r.kind != "gdn" && r.kind != "mamba2") || r.d_conv <= 0 || r.d_inner <= 0 || r.d_state <= 0) return std::nullopt;
+    if (r.kind == "gdn" && (r.n_group <= 0 || r.d_inner % r.d_state != 0 || (r.d_inner / r.d_state) % r.n_group != 0))
+      return std::nullopt;
+    const int heads = r.dt_rank > 0 ? r.dt_rank : r.d_inner / 64;
+    if (r.kind == "mamba2" && (heads <= 0 || r.d_inner % heads != 0 || r.d_inner % std::max(1, r.n_group) != 0))
+      return std::nullopt;
+  }
   if (m.mla && m.mla->legacy) return std::nullopt;
   // b10454 rotates an MLA cache whose 576-wide rows are a multiple of 64; no measured graph covers it yet.
   if (m.mla && engine.rule_holds("kv_rotation") && type_k.quantized() && (m.mla->kv_lora_rank + m.mla->rope_dim) % 64 == 0)

@@ -13,6 +13,10 @@
 
 namespace kvplan {
 
+// nrot of a quantized K cache (src/llama-kv-cache.cpp constructor attn_rot_k): the largest power of two dividing
+// the head size, at least 64. Applies when the model's K head size is a multiple of 64.
+int kv_rotation_size(int head_size);
+
 // nullopt when the architecture's graph is not modelled (MLA, recurrent, shared experts, ...).
 std::optional<ggml_graph::Graph> reserve_graph(const ModelSpec& model, const EngineSpec& engine, const ContextShape& shape,
                                                const GgmlType& type_k, const GgmlType& type_v, bool flash_attn);
