@@ -94,6 +94,8 @@ struct Placement {
                                bool output_counted = true);
   bool on_gpu(int layer) const { return layer >= first_gpu_layer; }
   bool partial() const { return first_gpu_layer > 0 || !output_on_gpu; }
+  // Some weights used in matmuls live in host RAM (layers, experts or overridden tensors).
+  bool host_matmuls() const { return partial() || cpu_moe_layers > 0 || !overrides.empty(); }
 };
 
 struct WeightBytes {

@@ -1,0 +1,260 @@
+// account(): every allocation of one candidate at one context, placed in its pool, and the pools summed;
+// largest_fitting_ctx(): the inverse, the longest context at which a candidate fits.
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "planner/setup.hpp"
+
+namespace kvplan::detail {
+
+namespace {
+
+void sum_pools(const Setup& s, Option& o) {
+  for (const auto& pool : s.pools) {
+    PoolUsage u;
+    u.pool = pool.id;
+    for (const auto& a : o.allocations)
+      if (a.pool == pool.id) u.allocations += a.figure.bytes, u.allocations_high += a.figure.high;
+    u.total = u.allocations + pool.overhead.bytes;
+    u.total_high = u.allocations_high + pool.overhead.high;
+    u.headroom = pool.bounded() ? pool.capacity - pool.reserve - pool.margin - u.total_high : 0;
+    o.pools.push_back(u);
+  }
+}
+
+
+// An engine that sizes its own memory (data/engines/<id>.yaml, engines/runtimes.hpp): weights from the
+// parameter count, KV by the engine's paging for n_parallel conversations of ctx tokens each, its
+// temporaries and activations, CUDA graphs. ctx is per conversation.
+Option account_runtime(const Setup& s, const Candidate& c, int ctx) {
+  const ModelSpec& m = *s.model;
+  const RuntimeProfile& rt = *s.runtime;
+  const Request& r = s.request;
+  const RuntimeCacheType& tk = *rt.cache_type(c.k);
+  const RuntimeCacheType& tv = *rt.cache_type(c.v);
+  const int seqs = std::max(1, r.n_parallel);
+  const int tp = s.resolved.tensor_parallel;
+  const KvCacheBytes kv = engines::runtime_kv_bytes(rt, m, *s.engine, tk, tv, ctx, seqs, s.activation_tokens, tp);
+  Option o;
+  o.weights = c.weights->id;
+  o.ctx_size = ctx;
+  o.ctx_per_slot = ctx;
+  o.cache_type_k = c.k;
+  o.cache_type_v = c.v;
+  o.flash_attn = true;
+  o.beyond_native = ctx > m.ctx_native;
+  o.below_task_min = ctx < s.task->ctx_min;
+  auto put = [&](const std::string& what, const std::string& pool, const Figure& f) {
+    if (f.bytes != 0 || what == "k_cache") o.allocations.push_back({"main", what, pool, f});
+  };
+  put("weights", s.device_pool, c.weight_bytes.device);
+  put("weights_host", s.host_pool, c.weight_bytes.host);
+  put("k_cache", s.device_pool, kv.k);
+  put("v_cache", s.device_pool, kv.v);
+  put("swa_k_cache", s.device_pool, kv.swa_k);
+  put("swa_v_cache", s.device_pool, kv.swa_v);
+  put("state", s.device_pool, kv.state);
+  if (rt.temp_fp16_layer && (tk.quantized() || tv.quantized())) {
+    // exllamav2/cache.py footprint(): fp16 K and V of one layer per device for the quantized cache.
+    std::int64_t widest = 0;
+    for (const auto& lc : layer_caches(m, *s.engine)) widest = std::max(widest, lc.k_width + lc.v_width);
+    const Bytes temp = static_cast<Bytes>(widest) * engines::runtime_tokens(rt, m, ctx, 0).full * seqs * 2;
+    put("cache_temp", s.device_pool, Figure::exact(temp, temp));
+  }
+  if (rt.fraction_covers_activations && s.activation_tokens > 0)
+    put("compute", s.device_pool, engines::runtime_activation_bytes(m, s.activation_tokens, seqs, tp));
+  if (rt.graphs.high > 0)
+    put("cuda_graphs", s.device_pool, Figure::estimate(static_cast<Bytes>(rt.graphs.typical * kMiB), static_cast<Bytes>(rt.graphs.high * kMiB)));
+  sum_pools(s, o);
+  // How many conversations of this length the cache would hold (vLLM's "Maximum concurrency" line):
+  // the KV the plan counts plus the device headroom, over one conversation's KV.
+  const Bytes kv_all = kv.k.bytes + kv.v.bytes + kv.swa_k.bytes + kv.swa_v.bytes + kv.state.bytes;
+  if (kv_all > 0 && o.pools.front().headroom >= 0)
+    o.max_concurrency = static_cast<double>(kv_all + o.pools.front().headroom) / (static_cast<double>(kv_all) / seqs);
+  return o;
+}
+
+// The draft model's own context (component "draft"): the main context's n_ctx, slots, batch and flash
+// attention with its cache types; its reserve graph computes logits for n_parallel rows
+// (common_base_params_to_speculative: n_outputs_max = n_parallel); its weights by -ngld.
+void add_draft(const Setup& s, const Candidate& c, int ctx, Option& o) {
+  const Setup::Draft& d = *s.draft;
+  const ModelSpec& dm = *d.model;
+  const EngineSpec& e = *s.engine;
+  const Request& r = s.request;
+  const GgmlType& tk = e.type(d.type_k, "--cache-type-k-draft");
+  const GgmlType& tv = e.type(d.type_v, "--cache-type-v-draft");
+  ContextShape shape = context_shape(dm, e, ctx, r.n_parallel, r.kv_unified, s.resolved.n_ubatch, s.resolved.n_batch, r.swa_full,
+                                     c.flash_attn);
+  shape.n_outputs = std::min(shape.n_ubatch, std::max(1, r.n_parallel));
+  const BackendSpec& cpu = e.backend("cpu");
+  const KvCacheBytes kv = kv_cache_bytes(dm, e, shape, tk, tv, c.flash_attn, *s.backend, d.placement.first_gpu_layer);
+  const KvCacheBytes kv_host = kv_cache_bytes(dm, e, shape, tk, tv, c.flash_attn, cpu, 0, d.placement.first_gpu_layer);
+  const ComputeBytes compute = s.compute(dm, shape, tk, tv, c.flash_attn, *s.backend);
+  const WeightBytes w = weight_bytes(dm, d.format(), e, *s.backend, d.placement);
+  auto put = [&](const std::string& what, const std::string& pool, const Figure& f) {
+    if (f.bytes != 0) o.allocations.push_back({"draft", what, pool, f});
+  };
+  put("weights", s.device_pool, w.device);
+  put("weights_host", s.host_pool, w.host);
+  auto put_kv = [&](const KvCacheBytes& k, const std::string& pool) { put_kv_parts(k, pool, put); };
+  put_kv(kv, s.device_pool);
+  put_kv(kv_host, s.host_pool);
+  put("compute", s.device_pool, compute.device);
+  put("compute_host", s.host_pool, compute.host);
+  put("output", s.host_pool, output_bytes(dm, shape));
+}
+
+// The vision projector (component "mmproj", tools/mtmd/clip.cpp): its tensors on the GPU unless
+// --no-mmproj-offload, and the compute buffer of the encoder's warm-up graph, estimated for one image of
+// the configured size: n_patches rows through the FFN and beside attention, plus the f32 KQ without flash
+// attention (n_patches² · heads).
+void add_projector(const Setup& s, const Candidate& c, Option& o) {
+  const ProjectorSpec& p = *s.request.mmproj;
+  const EngineSpec& e = *s.engine;
+  const BackendSpec& backend = s.request.mmproj_offload ? *s.backend : e.backend("cpu");
+  const std::string& pool = s.request.mmproj_offload ? s.device_pool : s.host_pool;
+  Figure weights;
+  for (const auto& t : p.tensors) {
+    const Figure f = tensor_bytes(e.type(t.type, "--mmproj"), t.ne0, t.nrows, backend);
+    weights.bytes += f.bytes;
+    weights.unpadded += f.unpadded;
+  }
+  weights.high = weights.bytes;
+  o.allocations.push_back({"mmproj", "weights", pool, weights});
+  const double n = p.n_patches() + 1.0;
+  const double bytes = n * (2.0 * p.ff + 6.0 * p.embd) * 4 + (c.flash_attn ? 0 : n * n * p.heads * 4);
+  if (bytes > 0)
+    o.allocations.push_back({"mmproj", "compute", pool, Figure::estimate(static_cast<Bytes>(bytes), static_cast<Bytes>(bytes * 1.5))});
+}
+
+
+
+// The context's shape for the main model: llama-server's slots, batches and logits rows.
+ContextShape main_shape(const Setup& s, const Candidate& c, int ctx) {
+  const Request& r = s.request;
+  ContextShape sh = context_shape(*s.model, *s.engine, ctx, r.n_parallel, r.kv_unified, s.resolved.n_ubatch, s.resolved.n_batch,
+                                  r.swa_full, c.flash_attn);
+  sh.n_outputs = std::min(sh.n_ubatch, s.resolved.n_outputs_max);
+  return sh;
+}
+
+// The compute buffers with host-resident weights: those used in matmuls are copied into the GPU compute buffer
+// for batches of 32 or more (ggml-cuda offload_op, GGML_OP_OFFLOAD_MIN_BATCH); CPU layers need their own compute.
+ComputeBytes placed_compute(const Setup& s, const Candidate& c, const ContextShape& shape, const GgmlType& tk, const GgmlType& tv) {
+  const Placement& place = s.placement;
+  ComputeBytes compute = s.compute(*s.model, shape, tk, tv, c.flash_attn, *s.backend);
+  if (!place.host_matmuls()) return compute;
+  if (shape.n_ubatch >= 32 && s.backend->id != "cpu") {
+    compute.device.bytes += c.weight_bytes.largest_host_matrix;
+    compute.device.unpadded += c.weight_bytes.largest_host_matrix;
+    compute.device.high += c.weight_bytes.largest_host_matrix;
+  }
+  if (place.first_gpu_layer > 0) {
+    const ComputeBytes cpu_part = s.compute(*s.model, shape, tk, tv, c.flash_attn, s.engine->backend("cpu"));
+    compute.host.bytes += cpu_part.device.bytes;
+    compute.host.unpadded += cpu_part.device.unpadded;
+    compute.host.high += cpu_part.device.high;
+  }
+  return compute;
+}
+
+// Several GPUs (split mode layer): each GPU holds its layers' weights and KV (a contiguous range) and a compute
+// buffer of its own; the logits block only where the output layer is. With every layer offloaded llama.cpp runs
+// the GPUs as a pipeline (n_copies 4, ggml-backend.cpp), which enlarges the compute buffers by an amount kvplan
+// has not measured: their bound is doubled.
+template <class Put, class PutKv>
+void put_per_gpu(const Setup& s, const Candidate& c, const ContextShape& shape, const GgmlType& tk, const GgmlType& tv,
+                 const ComputeBytes& compute, Put& put, PutKv& put_kv) {
+  const ModelSpec& m = *s.model;
+  const Placement& place = s.placement;
+  const int last = m.layers;
+  for (size_t d = 0; d < s.gpu_pools.size(); ++d) {
+    const std::string& pool = s.gpu_pools[d];
+    int begin = last, end = 0;
+    for (int il = 0; il < m.layers; ++il)
+      if (place.device_of(il) == static_cast<int>(d)) begin = std::min(begin, il), end = std::max(end, il + 1);
+    put("weights", pool, c.weight_bytes.per_device.at(d));
+    if (begin < end) put_kv(kv_cache_bytes(m, *s.engine, shape, tk, tv, c.flash_attn, *s.backend, begin, end), pool);
+    const bool holds_output = place.device_of(last) == static_cast<int>(d);
+    if (begin >= end && !holds_output) continue;
+    Figure part = s.compute(m, shape, tk, tv, c.flash_attn, *s.backend, holds_output).device;
+    if (d == 0 && place.host_matmuls()) part = compute.device;  // the op-offload copy is on the main GPU
+    if (s.resolved.pipeline_parallel) part.high *= 2;
+    put("compute", pool, part);
+  }
+}
+
+// The option's fields that follow from the candidate and the shape alone.
+Option option_header(const Setup& s, const Candidate& c, const ContextShape& shape, int ctx) {
+  Option o;
+  o.weights = c.weights->id;
+  o.ctx_size = ctx;
+  o.ctx_per_slot = s.request.kv_unified ? shape.n_ctx : shape.n_ctx_seq;
+  o.cache_type_k = c.k;
+  o.cache_type_v = c.v;
+  o.flash_attn = c.flash_attn;
+  o.beyond_native = o.ctx_per_slot > s.model->ctx_native;
+  o.below_task_min = o.ctx_per_slot < s.task->ctx_min;
+  o.needs = c.needs;
+  return o;
+}
+
+}  // namespace
+
+Option account(const Setup& s, const Candidate& c, int ctx) {
+  if (s.own_memory) return account_runtime(s, c, ctx);
+  const ModelSpec& m = *s.model;
+  const EngineSpec& e = *s.engine;
+  const GgmlType& tk = e.type(c.k, "--cache-type-k");
+  const GgmlType& tv = e.type(c.v, "--cache-type-v");
+  const ContextShape shape = main_shape(s, c, ctx);
+  const Placement& place = s.placement;
+  // KV of each layer lives on that layer's device (offload_kqv, llama-kv-cache.cpp dev_layer(il)).
+  const KvCacheBytes kv = kv_cache_bytes(m, e, shape, tk, tv, c.flash_attn, *s.backend, place.first_gpu_layer);
+  const KvCacheBytes kv_host = kv_cache_bytes(m, e, shape, tk, tv, c.flash_attn, e.backend("cpu"), 0, place.first_gpu_layer);
+  const ComputeBytes compute = placed_compute(s, c, shape, tk, tv);
+  Option o = option_header(s, c, shape, ctx);
+  auto put = [&](const std::string& what, const std::string& pool, const Figure& f) {
+    const bool always = (what == "k_cache" || what == "v_cache") && pool == s.device_pool;
+    if (f.bytes != 0 || always) o.allocations.push_back({"main", what, pool, f});
+  };
+  auto put_kv = [&](const KvCacheBytes& k, const std::string& pool) { put_kv_parts(k, pool, put); };
+  if (s.gpu_pools.size() <= 1) {
+    put("weights", s.device_pool, c.weight_bytes.device);
+    put_kv(kv, s.device_pool);
+    put("compute", s.device_pool, compute.device);
+  } else {
+    put_per_gpu(s, c, shape, tk, tv, compute, put, put_kv);
+  }
+  put("weights_host", s.host_pool, c.weight_bytes.host);
+  put_kv(kv_host, s.host_pool);
+  put("compute_host", s.host_pool, compute.host);
+  put("output", s.host_pool, output_bytes(m, shape));
+  if (s.draft) add_draft(s, c, ctx, o);
+  if (s.request.mmproj) add_projector(s, c, o);
+  sum_pools(s, o);
+  return o;
+}
+
+
+// The largest context (a multiple of 256, at most `cap`) at which the option fits; 0 if none.
+int largest_fitting_ctx(const Setup& s, const Candidate& c, int cap) {
+  // Without unified KV each slot gets PAD(ctx / n_parallel, 256): step by whole slots.
+  const int step = s.own_memory ? 256 : s.engine->ctx_pad * (s.request.kv_unified ? 1 : s.request.n_parallel);
+  int lo = 0, hi = cap / step;  // in steps
+  if (hi < 1) return 0;
+  if (account(s, c, hi * step).fits()) return hi * step;
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) / 2;
+    (account(s, c, mid * step).fits() ? lo : hi) = mid;
+  }
+  return lo * step;
+}
+
+
+}  // namespace kvplan::detail

@@ -1,0 +1,155 @@
+// enumerate(): the (weights, K, V, flash attention) candidates the engine accepts (docs/ranking.md §1-2); an
+// explicit request the engine will not run is an input error naming what would.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "kvplan/error.hpp"
+#include "planner/setup.hpp"
+
+namespace kvplan::detail {
+
+namespace {
+
+// The weight formats to plan: the engine's own (sized from the parameter count), a GGUF file's, the one asked
+// for, or every offered format with a per-tensor recipe.
+std::vector<const WeightFormat*> candidate_formats(const Setup& s) {
+  const ModelSpec& m = *s.model;
+  const Request& r = s.request;
+  const Catalog& catalog = *s.catalog;
+  std::vector<const WeightFormat*> formats;
+  const bool by_params = m.mla || m.recurrent;  // sized by the format's measured bits per weight
+  if (s.own_memory) {
+    std::vector<std::string> ids;
+    for (const auto& f : s.runtime->weight_formats) {
+      ids.push_back(f.id);
+      if (!r.weights || f.id == *r.weights) formats.push_back(&f);
+    }
+    if (formats.empty()) throw InputError("--weights", *r.weights, "is not a weight format of " + s.runtime->name, ids, closest_match(*r.weights, ids));
+  } else if (!m.file_tensors.empty()) {
+    const WeightFormat* known = catalog.find_weight_format(m.file_format);
+    formats.push_back(known ? known : &s.file_format);
+  } else if (r.weights) {
+    const WeightFormat& f = catalog.weight_format(*r.weights);
+    if (!by_params && f.base_type.empty()) throw InputError("--weights", *r.weights, "has no per-tensor recipe in data/weights");
+    formats.push_back(&f);
+  } else {
+    for (const auto& f : catalog.weight_formats)
+      if (f.offered && !f.base_type.empty() && (!by_params || f.bpw_llama31_8b > 0)) formats.push_back(&f);
+  }
+  return formats;
+}
+
+// The K types, V types and flash-attention settings to try, and how they are tied.
+struct CacheChoices {
+  std::vector<std::string> ks, vs;
+  std::vector<bool> fas;
+  bool any_attention = false;
+  bool tied = false;  // V must equal K: one type for both (engine), or an MLA cache whose V is a view of K
+};
+
+CacheChoices cache_choices(const Setup& s) {
+  const Request& r = s.request;
+  std::vector<std::string> offered = s.engine->cache_types_offered;
+  if (s.runtime) {
+    offered.clear();
+    for (const auto& t : s.runtime->cache_types)
+      if (t.offered) offered.push_back(t.id);
+  }
+  CacheChoices c;
+  c.ks = r.cache_type_k ? std::vector<std::string>{*r.cache_type_k} : offered;
+  c.vs = r.cache_type_v ? std::vector<std::string>{*r.cache_type_v} : offered;
+  c.fas = r.flash_attn == "auto" ? std::vector<bool>{true, false} : std::vector<bool>{r.flash_attn == "on"};
+  if (s.own_memory) c.fas = {true};  // the engine's own attention kernels; nothing to choose
+  bool any_v = false;
+  for (const auto& lc : layer_caches(*s.model, *s.engine)) {
+    c.any_attention |= lc.kind == LayerKind::full || lc.kind == LayerKind::sliding;
+    any_v |= lc.v_width > 0;
+  }
+  if (!c.any_attention) {  // pure recurrent: the cache types act on nothing
+    const std::string plain = s.runtime ? s.runtime->cache_types.front().id : "f16";
+    c.ks = {r.cache_type_k.value_or(plain)};
+    c.vs = {r.cache_type_v.value_or(plain)};
+    if (r.flash_attn == "auto") c.fas = {true};
+  }
+  const bool v_follows_k = c.any_attention && !any_v && !r.cache_type_v;
+  c.tied = v_follows_k || (s.runtime && s.runtime->same_type_kv);
+  return c;
+}
+
+engines::PairCheck check_pair(const Setup& s, const std::string& k, const std::string& v, bool fa) {
+  return s.own_memory ? check_runtime_pair(s, k, v) : engines::check_pair(*s.engine, *s.backend, *s.model, s.request.build, k, v, fa);
+}
+
+// A pair the main model accepts must also run for the draft model, which shares the flash-attention setting.
+engines::PairCheck check_candidate(const Setup& s, const CacheChoices& choices, const std::string& k, const std::string& v, bool fa) {
+  engines::PairCheck check = check_pair(s, k, v, fa);
+  if (!choices.any_attention && !check.ok && check.slow) check = engines::PairCheck{true, false, {}, {}};  // no attention kernel runs
+  if (check.ok && s.draft) {
+    engines::PairCheck d = engines::check_pair(*s.engine, *s.backend, *s.draft->model, s.request.build, s.draft->type_k, s.draft->type_v, fa);
+    if (!d.ok) {
+      d.reason = "the draft model: " + d.reason;
+      check = d;
+    }
+  }
+  return check;
+}
+
+// An explicit request the engine will not run: exit 2 with the reason, what would help, and the pairs that run
+// with the same flash-attention setting.
+[[noreturn]] void refuse(const Setup& s, const CacheChoices& choices, const engines::PairCheck& first) {
+  const Request& r = s.request;
+  const bool same_type = s.runtime && s.runtime->same_type_kv;
+  std::vector<std::string> alternatives;
+  const std::vector<std::string> types = cache_type_ids(s);
+  for (const auto& k : types)
+    for (const auto& v : types)
+      if ((!same_type || k == v) && std::any_of(choices.fas.begin(), choices.fas.end(), [&](bool fa) { return check_pair(s, k, v, fa).ok; }))
+        alternatives.push_back(k + "/" + v);
+  std::vector<std::string> help;
+  if (!first.needs.empty()) help.push_back("use --build fa-all-quants if your build has GGML_CUDA_FA_ALL_QUANTS");
+  if (!first.slow && r.flash_attn == "off") help.push_back("use --flash-attn on");
+  if (first.slow) help.push_back("use --allow-slow to plan it off the fast path");
+  std::string advice;
+  for (const auto& h : help) advice += (advice.empty() ? "; " : ", or ") + h;
+  const std::string asked = r.cache_type_k.value_or("*") + "/" + r.cache_type_v.value_or("*");
+  throw InputError("--cache-type-k/--cache-type-v", asked,
+                   s.own_memory ? fmt::format("{} will not run this: {}", s.runtime->name, first.reason)
+                                : fmt::format("{} ({} backend, {} build) will not run this: {}{}", s.resolved.engine, s.backend->name,
+                                              r.build, first.reason, advice),
+                   alternatives);
+}
+
+}  // namespace
+
+WeightBytes candidate_weight_bytes(const Setup& s, const WeightFormat& f, const Placement& placement) {
+  return s.own_memory ? engines::runtime_weight_bytes(*s.model, f, s.engine->weights_rel_error_fallback, s.resolved.tensor_parallel)
+                      : weight_bytes(*s.model, f, *s.engine, *s.backend, placement);
+}
+
+std::vector<Candidate> enumerate(const Setup& s) {
+  const std::vector<const WeightFormat*> formats = candidate_formats(s);
+  const CacheChoices choices = cache_choices(s);
+  std::vector<Candidate> candidates;
+  std::vector<engines::PairCheck> refusals;
+  for (const auto* f : formats) {
+    const WeightBytes wb = candidate_weight_bytes(s, *f, s.placement);
+    for (const auto& k : choices.ks)
+      for (const auto& v : choices.vs)
+        for (bool fa : choices.fas) {
+          if (choices.tied && v != k) continue;
+          const engines::PairCheck check = check_candidate(s, choices, k, v, fa);
+          if (!check.ok && !(check.slow && s.request.allow_slow)) {
+            if (f == formats.front()) refusals.push_back(check);
+            continue;
+          }
+          candidates.push_back(Candidate{f, k, v, fa, check.slow, check.needs, check.slow ? check.reason : "", wb});
+        }
+  }
+  if (candidates.empty()) refuse(s, choices, refusals.front());
+  return candidates;
+}
+
+}  // namespace kvplan::detail

@@ -1,0 +1,57 @@
+// The quality prior's view of an option: cache types in their K/V roles, rotation, weights bits per weight.
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "planner/setup.hpp"
+#include "priors/prior.hpp"
+
+namespace kvplan::detail {
+
+// The prior's name for an engine's cache type in the K or V role (llama.cpp names are the prior's own).
+const std::string& prior_name(const Setup& s, const std::string& id, bool k_role) {
+  if (s.runtime)
+    if (const auto* t = s.runtime->cache_type(id)) return k_role ? t->prior_k : t->prior_v;
+  return id;
+}
+// Equivalent bits of a cache type in its role (exl2 Q6: K 8-bit, V 4-bit).
+double k_bits(const Setup& s, const std::string& id) { return s.catalog->prior.type(prior_name(s, id, true)).k_bits; }
+double v_bits(const Setup& s, const std::string& id) { return s.catalog->prior.type(prior_name(s, id, false)).v_bits; }
+// Storage bits of K per element, scales included (for describing it).
+double k_storage_bits(const Setup& s, const std::string& id) {
+  if (s.runtime)
+    if (const auto* t = s.runtime->cache_type(id)) return t->k_bytes * 8;
+  return s.catalog->prior.type(id).bits;
+}
+
+
+bool uses_rotation(const Setup& s, const std::string& type_k, const std::string& type_v) {
+  if (s.own_memory) return false;  // types that rotate carry it in the prior (rotation: builtin)
+  const bool quantized = s.engine->type(type_k, "").quantized() || s.engine->type(type_v, "").quantized();
+  return s.rotation_rule && quantized && s.model->head_dim_k % 64 == 0;
+}
+
+
+double weights_bpw(const ModelSpec& m, const WeightBytes& w) {
+  return static_cast<double>(w.device.unpadded + w.host.unpadded - (m.tied_embeddings ? w.host.unpadded : 0)) * 8 /
+         static_cast<double>(m.params);
+}
+
+void score(const Setup& s, const Candidate& c, Option& o) {
+  priors::QualityInput in;
+  in.model = s.model;
+  in.weights = c.weights;
+  in.weights_bpw = weights_bpw(*s.model, c.weight_bytes);
+  in.type_k = prior_name(s, c.k, true);
+  in.type_v = prior_name(s, c.v, false);
+  in.ctx = o.ctx_per_slot;
+  in.rotation = uses_rotation(s, c.k, c.v);
+  in.task = s.task;
+  o.quality = priors::assess(s.catalog->prior, in);
+}
+
+
+}  // namespace kvplan::detail

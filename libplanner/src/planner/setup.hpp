@@ -1,0 +1,122 @@
+// Internal to plan(): the resolved request (Setup), the candidates, and the stages' functions. Each stage
+// lives in its own file of libplanner/src/planner/ (docs/ranking.md describes the flow).
+#pragma once
+#include <array>
+#include <map>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "engines/llama_cpp.hpp"
+#include "engines/runtimes.hpp"
+#include "kvplan/memory.hpp"
+#include "kvplan/plan.hpp"
+
+namespace kvplan::detail {
+
+// A pool's KV allocations under their JSON names (the main model and a draft list them alike).
+template <class Put>
+void put_kv_parts(const KvCacheBytes& k, const std::string& pool, Put& put) {
+  put("k_cache", pool, k.k);
+  put("v_cache", pool, k.v);
+  put("swa_k_cache", pool, k.swa_k);
+  put("swa_v_cache", pool, k.swa_v);
+  put("state", pool, k.state);
+}
+
+constexpr int kMinCtx = 256;
+
+// Everything about the request that does not depend on the option.
+struct Setup {
+  const Catalog* catalog = nullptr;
+  const EngineSpec* engine = nullptr;    // llama.cpp's rules: its memory model, and the architecture table for every engine
+  const RuntimeProfile* runtime = nullptr;  // another engine (nullptr: llama.cpp itself)
+  bool own_memory = false;               // the runtime sizes memory itself (all but Ollama, which runs llama.cpp)
+  int activation_tokens = 0;             // the batch the runtime sizes activations for
+  const BackendSpec* backend = nullptr;
+  const ModelSpec* model = nullptr;
+  const TaskProfile* task = nullptr;
+  const GpuSpec* gpu = nullptr;
+  Request request;
+  Resolved resolved;
+  std::vector<Pool> pools;
+  std::string device_pool, host_pool;
+  std::vector<std::string> gpu_pools;  // gpu0, gpu1, … (empty for unified memory and the CPU)
+  std::map<std::string, double> pool_bandwidth;  // GB/s per pool (the catalog GPU's; host: --ram-bandwidth or 60)
+  std::map<std::string, double> pool_tflops;     // FP16 tensor TFLOPS per GPU pool (catalog)
+  int ctx_allowed = 0;     // the longest context the plan may use (native, or rope-scaled)
+  bool rotation_rule = false;
+  WeightFormat file_format;  // a GGUF's own format when it is not in the catalog (quality unknown)
+  Placement placement;       // which layers and experts live on the GPU
+  struct Draft {             // speculative decoding: the draft model and its context's settings
+    const ModelSpec* model = nullptr;
+    const WeightFormat* catalog_format = nullptr;  // nullptr: the file's own (file_format)
+    WeightFormat file_format;
+    Placement placement;
+    std::string type_k = "f16", type_v = "f16";
+    const WeightFormat& format() const { return catalog_format ? *catalog_format : file_format; }
+  };
+  std::optional<Draft> draft;
+  std::vector<std::string> warnings;  // plan-level notes found while resolving
+
+  // compute_bytes depends on the shape and the cache types, not on the weight format: the ranker asks for the same
+  // figure once per format, and on the CPU backend each is a reserve graph built and placed (docs/benchmarks.md).
+  using ComputeKey = std::tuple<const ModelSpec*, const BackendSpec*, std::array<int, 9>, std::string, std::string, bool, bool>;
+  mutable std::map<ComputeKey, ComputeBytes> compute_memo;
+  ComputeBytes compute(const ModelSpec& m, const ContextShape& sh, const GgmlType& tk, const GgmlType& tv, bool fa,
+                       const BackendSpec& b, bool holds_output = true) const {
+    const std::array<int, 9> dims{sh.n_ctx, sh.n_ctx_seq, sh.n_stream, sh.n_seq, sh.unified ? 1 : 0, sh.n_ubatch, sh.n_batch,
+                                  sh.swa_cells, sh.n_outputs};
+    const ComputeKey key{&m, &b, dims, tk.name, tv.name, fa, holds_output};
+    auto it = compute_memo.find(key);
+    if (it == compute_memo.end()) it = compute_memo.emplace(key, compute_bytes(m, *engine, sh, tk, tv, fa, b, holds_output)).first;
+    return it->second;
+  }
+};
+
+struct Candidate {  // one (weights, K, V, flash attention) combination the engine accepts
+  const WeightFormat* weights = nullptr;
+  std::string k, v;
+  bool flash_attn = true;
+  bool slow = false;
+  std::vector<std::string> needs;
+  std::string slow_reason;
+  WeightBytes weight_bytes;
+};
+
+
+// ---- resolve.cpp: the request as the engine will see it ----
+Setup resolve(const Catalog& c, const Request& request);
+std::vector<std::string> cache_type_ids(const Setup& s);
+engines::PairCheck check_runtime_pair(const Setup& s, const std::string& k, const std::string& v);
+
+// ---- enumerate.cpp: the (weights, K, V, flash attention) combinations the engine accepts ----
+std::vector<Candidate> enumerate(const Setup& s);
+WeightBytes candidate_weight_bytes(const Setup& s, const WeightFormat& f, const Placement& placement);
+
+// ---- account.cpp: every allocation of one candidate at one context, pool by pool ----
+Option account(const Setup& s, const Candidate& c, int ctx);
+int largest_fitting_ctx(const Setup& s, const Candidate& c, int cap);
+
+// ---- speed.cpp: decode and prefill estimates ----
+void estimate_speed(const Setup& s, const Candidate& c, Option& o);
+
+// ---- score.cpp: the quality prior's view of an option ----
+const std::string& prior_name(const Setup& s, const std::string& id, bool k_role);
+double k_bits(const Setup& s, const std::string& id);
+double v_bits(const Setup& s, const std::string& id);
+double k_storage_bits(const Setup& s, const std::string& id);
+bool uses_rotation(const Setup& s, const std::string& type_k, const std::string& type_v);
+void score(const Setup& s, const Candidate& c, Option& o);
+
+// ---- rank.cpp: the one-line reason, the order, dominance ----
+std::string reason_for(const Setup& s, const Option& o);
+bool ranks_before(const Setup& s, const Option& a, const Option& b);
+bool dominates(const Setup& s, const Option& b, const Option& a);
+
+// ---- explain.cpp: why the recommendation, with evidence ----
+std::vector<std::string> explain(const Setup& s, const Option& best, const std::vector<Option>& all);
+std::string loss_pct(double x);
+
+}  // namespace kvplan::detail

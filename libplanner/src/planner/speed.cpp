@@ -1,0 +1,86 @@
+// Decode and prefill speed of an option (docs/formulas.md §11).
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "planner/setup.hpp"
+
+namespace kvplan::detail {
+
+namespace {
+
+// The share of the weights a token reads: MoE experts in proportion experts_used / experts.
+double active_fraction(const ModelSpec& m) {
+  if (!m.moe || m.moe->experts <= 0 || m.params <= 0) return 1;
+  const double expert_params = static_cast<double>(m.layers) * m.moe->experts * 3.0 * m.embd * m.moe->expert_ff;
+  return 1 - std::min(0.95, expert_params / static_cast<double>(m.params)) * (1 - static_cast<double>(m.moe->experts_used) / m.moe->experts);
+}
+
+// Decode: one token reads every active weight and the whole KV cache once; each pool streams its share at its
+// bandwidth, the pools one after another (layers run in order). Bandwidth efficiency 0.75 typical, 0.55 low:
+// llama.cpp reaches about 0.77 of an RTX 3090's 936 GB/s on Llama-3-8B Q4_0 at batch 1 (155 t/s,
+// ggml-org/llama.cpp#15802). token_embd is a row lookup, not read.
+void estimate_decode(const Setup& s, const Candidate& c, Option& o) {
+  const double lookup = static_cast<double>(c.weight_bytes.lookup_host);  // token_embd in RAM: a row per token
+  const double active = active_fraction(*s.model);
+  double seconds = 0, worst = 0;
+  for (const auto& pool : s.pools) {
+    double bytes = 0;
+    for (const auto& a : o.allocations) {
+      if (a.pool != pool.id) continue;
+      if (a.what == "weights") bytes += static_cast<double>(a.figure.bytes) * active;
+      else if (a.what == "weights_host" && pool.kind == "host") {
+        // RAM-resident layers are read by the CPU; token_embd (the input layer) is only looked up
+        bytes += std::max(0.0, static_cast<double>(a.figure.bytes) - lookup) * active;
+      } else if (a.what == "k_cache" || a.what == "v_cache" || a.what == "swa_k_cache" || a.what == "swa_v_cache" || a.what == "state")
+        bytes += static_cast<double>(a.figure.bytes) / std::max(1, s.request.n_parallel);  // one conversation's cache
+    }
+    if (bytes <= 0) continue;
+    const double bw = s.pool_bandwidth.count(pool.id) ? s.pool_bandwidth.at(pool.id) : 0;
+    if (bw <= 0) return;  // unknown bandwidth: no estimate
+    const double t = bytes / (bw * 1e9);
+    seconds += t;
+    if (t > worst) worst = t, o.decode_bound = pool.id;
+  }
+  if (seconds <= 0) return;
+  o.decode_tps = 0.75 / seconds;
+  o.decode_tps_low = 0.55 / seconds;
+}
+
+// Prefill: per token 2 FLOPs per active weight plus the attention over half the prompt on average
+// (4 · n_layer · n_head · head_dim · ctx / 2), on the GPUs at 0.8 of their FP16 tensor throughput
+// (RTX 3090 pp2048 Q6_K: 3491 t/s, ggml-org/llama.cpp#7860; RTX 4090 pp512 Q4_0: 10358 t/s, #7676).
+// Weights in RAM are computed on the GPU too (op offload), after a PCIe copy per ubatch (25 GB/s).
+void estimate_prefill(const Setup& s, const Candidate& c, Option& o) {
+  const ModelSpec& m = *s.model;
+  const double active = active_fraction(m);
+  Bytes weights_all = 0, weights_gpu = 0;
+  for (const auto& a : o.allocations) {
+    if (a.component != "main" || (a.what != "weights" && a.what != "weights_host")) continue;
+    weights_all += a.figure.bytes;
+    if (a.what == "weights") weights_gpu += a.figure.bytes;
+  }
+  const Bytes weights_host_matmul =
+      s.placement.host_matmuls() ? std::max<Bytes>(0, weights_all - weights_gpu - c.weight_bytes.lookup_host) : 0;
+  double tflops = 0;  // the GPUs work one after another: the slowest one's throughput, a lower bound
+  for (const auto& pool : s.pools)
+    if (s.pool_tflops.count(pool.id)) tflops = tflops == 0 ? s.pool_tflops.at(pool.id) : std::min(tflops, s.pool_tflops.at(pool.id));
+  if (tflops <= 0 || weights_all <= 0) return;
+  const double flops_per_token = 2.0 * static_cast<double>(m.params) * active +
+                                 4.0 * m.layers * m.heads * m.head_dim_k * (o.ctx_per_slot / 2.0);
+  const double ub = s.resolved.n_ubatch;
+  const double t_ubatch = flops_per_token * ub / (tflops * 1e12 * 0.8) + static_cast<double>(weights_host_matmul) * active / 25e9;
+  o.prefill_tps = ub / t_ubatch;
+}
+
+}  // namespace
+
+void estimate_speed(const Setup& s, const Candidate& c, Option& o) {
+  estimate_decode(s, c, o);
+  if (o.decode_tps > 0) estimate_prefill(s, c, o);  // as before: no prefill figure where decode has none
+}
+
+}  // namespace kvplan::detail
