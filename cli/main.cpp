@@ -86,6 +86,9 @@ int run(int argc, char** argv) {
   app.add_option("--reserve", reserve, "memory kept for the display and other processes, e.g. 1GB");
   app.add_option("--free", free_mem, "memory actually free on the GPU (replaces its total), e.g. 22.5GB");
   app.add_option("--top", top, "options to show (default 5)");
+  bool max_ctx = false, accept_risk = false;
+  app.add_flag("--max-ctx", max_ctx, "the largest context, every setting not pinned free (flash attention included)");
+  app.add_flag("--accept-risk", accept_risk, "recommend the least bad option even when every one rates avoid for the task (exit 0)");
   app.add_option("--data", data_dirs, "extra data directory (repeatable; also KVPLAN_DATA=dir:dir)");
   app.add_flag("--json", json, "print the plan as JSON (schema/plan.schema.json)");
   // Flags llama.cpp has whose effect kvplan does not model yet: accepted by name so the error is clear.
@@ -246,6 +249,8 @@ int run(int argc, char** argv) {
   req.swa_full = swa_full;
   req.allow_slow = allow_slow;
   req.top = top;
+  req.max_ctx = max_ctx;
+  req.accept_risk = accept_risk;
   if (!reserve.empty()) req.reserve = kvplan::parse_size(reserve, "--reserve");
   if (!free_mem.empty()) req.free = kvplan::parse_size(free_mem, "--free");
   if (!ram.empty()) req.host_ram = kvplan::parse_size(ram, "--ram");
@@ -286,9 +291,9 @@ int run(int argc, char** argv) {
   }
   const kvplan::Plan plan = kvplan::plan(*use, req);
   if (!emit.empty()) {
-    // For scripts: the recommended option's line alone (exit 1 with the reason when nothing fits).
-    if (!plan.fits()) {
-      std::cerr << "kvplan: nothing fits: " << plan.nothing_fits << "\n";
+    // For scripts: the recommended option's line alone (exit 1 with the reason when nothing fits or is acceptable).
+    if (!plan.recommended()) {
+      std::cerr << "kvplan: " << (plan.fits() ? "nothing acceptable: " + plan.nothing_acceptable : "nothing fits: " + plan.nothing_fits) << "\n";
       return 1;
     }
     std::vector<std::string> names;
@@ -304,7 +309,7 @@ int run(int argc, char** argv) {
   if (json) std::cout << kvplan::to_json(plan);
   else if (explain_cmd->parsed()) std::cout << kvplan::cli::render_explain(plan, explain_rank);
   else std::cout << kvplan::cli::render_plan(plan);
-  return plan.fits() ? 0 : 1;
+  return plan.recommended() ? 0 : 1;
 }
 
 }  // namespace

@@ -143,6 +143,18 @@ std::string table(const Plan& p) {
 
 }  // namespace
 
+// Verified alternatives, each with the arguments that re-plan it.
+std::string render_suggestions(const Plan& p) {
+  if (p.suggestions.empty()) return {};
+  std::string out = p.recommended() ? "\nOn this card\n" : "\nWhat would work (each re-planned by kvplan)\n";
+  for (const auto& s : p.suggestions) {
+    std::string args;
+    for (const auto& a : s.args) args += " " + (a.find_first_of(" \"'") == std::string::npos ? a : "'" + a + "'");
+    out += "  - " + s.summary + "\n      kvplan" + args + "\n";
+  }
+  return out;
+}
+
 std::string render_plan(const Plan& p) {
   std::string out = header(p) + "\n";
   out += table(p);
@@ -165,7 +177,15 @@ std::string render_plan(const Plan& p) {
     }
     if (rec->decode_tps > 0)
       out += fmt::format("Speed        decode ~{:.0f} tok/s at {} tokens (bound by {}){}\n", rec->decode_tps, rec->ctx_per_slot,
-                         rec->decode_bound, rec->prefill_tps > 0 ? fmt::format(", prefill ~{:.0f} tok/s", rec->prefill_tps) : "");
+                         rec->decode_bound, rec->prefill_tps > 0 ? fmt::format(", prefill ~{:.0f} tok/s, first token of a full prompt ~{:.0f} s",
+                                                                               rec->prefill_tps, rec->ttft_s) : "");
+    if (rec->n_cpu_moe || rec->n_gpu_layers)
+      out += fmt::format("Placement    {} ({} GiB in RAM{})\n",
+                         rec->n_cpu_moe ? fmt::format("experts of {} of {} layers in RAM", *rec->n_cpu_moe, p.model->layers)
+                                        : fmt::format("{} of {} layers on the GPU", std::min(*rec->n_gpu_layers, p.model->layers), p.model->layers),
+                         gib(rec->usage(p.pools.back().id).allocations),
+                         fmt::format(" of {} GiB, {}", gib(p.pools.back().capacity),
+                                     !p.request.host_ram ? "assumed: give --ram" : p.request.host_ram_source.empty() ? "--ram" : p.request.host_ram_source));
     if (rec->max_concurrency > 0)
       out += fmt::format("Capacity     the KV pool holds {:.2f} conversations of {} tokens\n", rec->max_concurrency, rec->ctx_per_slot);
     for (const auto& l : rec->launches)
@@ -176,9 +196,12 @@ std::string render_plan(const Plan& p) {
     }
     for (const auto& n : rec->needs) out += "Needs    " + n + "\n";
     for (const auto& w : rec->warnings) out += "Warning  " + w + "\n";
+  } else if (p.verdict == "nothing_acceptable") {
+    out += "\nNothing acceptable: " + p.nothing_acceptable + ".\n";
   } else {
     out += "\nNothing fits: " + p.nothing_fits + ".\n";
   }
+  out += render_suggestions(p);
   for (const auto& w : p.warnings) out += "Warning  " + w + "\n";
   return out;
 }

@@ -116,6 +116,7 @@ json option_json(const Plan& p, const Option& o, int rank) {
   j["rank"] = rank;
   j["weights"] = o.weights;
   j["ctx_size"] = o.ctx_size;
+  j["ctx_per_slot"] = o.ctx_per_slot;
   j["cache_type_k"] = o.cache_type_k;
   j["cache_type_v"] = o.cache_type_v;
   j["flash_attn"] = o.flash_attn ? "on" : "off";
@@ -147,8 +148,16 @@ json option_json(const Plan& p, const Option& o, int rank) {
   j["decode"] = o.decode_tps > 0 ? json{{"tokens_per_s", std::round(o.decode_tps * 10) / 10},
                                           {"tokens_per_s_low", std::round(o.decode_tps_low * 10) / 10},
                                           {"bound_by", o.decode_bound},
-                                          {"prefill_tokens_per_s", o.prefill_tps > 0 ? json(std::round(o.prefill_tps)) : json(nullptr)}}
+                                          {"prefill_tokens_per_s", o.prefill_tps > 0 ? json(std::round(o.prefill_tps)) : json(nullptr)},
+                                          {"time_to_first_token_s", o.ttft_s > 0 ? json(std::round(o.ttft_s * 10) / 10) : json(nullptr)}}
                                     : json(nullptr);
+  Bytes host = 0;
+  for (const auto& u : o.pools)
+    if (u.pool == "host") host = u.allocations;
+  j["placement"] = {{"n_gpu_layers", o.n_gpu_layers ? json(*o.n_gpu_layers) : json(nullptr)},
+                    {"n_cpu_moe", o.n_cpu_moe ? json(*o.n_cpu_moe) : json(nullptr)},
+                    {"host_bytes", host}};
+  j["score"] = std::round(o.score * 1e6) / 1e6;
   j["max_concurrency"] = o.max_concurrency > 0 ? json(std::floor(o.max_concurrency * 100) / 100) : json(nullptr);
   return j;
 }
@@ -196,7 +205,10 @@ std::string to_json(const Plan& p, int indent) {
                   {"allow_slow", r.allow_slow},
                   {"reserve_bytes", optional_json(r.reserve)},
                   {"free_bytes", optional_json(r.free)},
-                  {"top", r.top}};
+                  {"top", r.top},
+                  {"max_ctx", r.max_ctx},
+                  {"accept_risk", r.accept_risk},
+                  {"host_ram_source", r.host_ram_source.empty() ? json(nullptr) : json(r.host_ram_source)}};
   const Resolved& s = p.resolved;
   j["request"]["backend"] = optional_json(r.backend);
   j["resolved"] = {{"engine", s.engine},
@@ -230,6 +242,9 @@ std::string to_json(const Plan& p, int indent) {
   const ModelSpec& m = *p.model;
   j["model"] = model_json(m);
   j["task"] = {{"id", p.task->id}, {"name", p.task->name}, {"ctx_target_tokens", p.task->ctx_target}, {"ctx_min_tokens", p.task->ctx_min}};
+  j["speed_floor"] = {{"decode_tokens_per_s", p.task->decode_floor_tps},
+                      {"time_to_first_token_s", p.task->ttft_max_s > 0 ? json(p.task->ttft_max_s) : json(nullptr)},
+                      {"source", p.task->speed_source}};
   json pools = json::array();
   const Option* rec = p.recommended();
   for (const auto& pool : p.pools) {
@@ -264,7 +279,24 @@ std::string to_json(const Plan& p, int indent) {
   for (size_t i = 0; i < p.options.size(); ++i) options.push_back(option_json(p, p.options[i], static_cast<int>(i + 1)));
   j["options"] = options;
   j["recommended"] = rec ? json(1) : json(nullptr);
+  j["verdict"] = p.verdict;
   j["fits"] = p.fits();
+  j["nothing_acceptable"] = p.nothing_acceptable.empty() ? json(nullptr) : json(p.nothing_acceptable);
+  json suggestions = json::array();
+  for (const auto& sug : p.suggestions) {
+    const Option& o = sug.option;
+    suggestions.push_back({{"summary", sug.summary},
+                           {"args", sug.args},
+                           {"option", {{"weights", o.weights}, {"ctx_size", o.ctx_size}, {"ctx_per_slot", o.ctx_per_slot},
+                                       {"cache_type_k", o.cache_type_k}, {"cache_type_v", o.cache_type_v},
+                                       {"flash_attn", o.flash_attn ? "on" : "off"}, {"risk", risk_name(o.quality.risk)},
+                                       {"expected_loss", o.quality.expected_loss},
+                                       {"decode_tokens_per_s", o.decode_tps > 0 ? json(std::round(o.decode_tps * 10) / 10) : json(nullptr)},
+                                       {"n_gpu_layers", o.n_gpu_layers ? json(*o.n_gpu_layers) : json(nullptr)},
+                                       {"n_cpu_moe", o.n_cpu_moe ? json(*o.n_cpu_moe) : json(nullptr)},
+                                       {"launch", o.launch}}}});
+  }
+  j["suggestions"] = suggestions;
   j["nothing_fits"] = p.nothing_fits.empty() ? json(nullptr) : json(p.nothing_fits);
   j["explanation"] = p.explanation;
   j["warnings"] = p.warnings;

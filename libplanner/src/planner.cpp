@@ -56,21 +56,25 @@ const char* mode_of(const Request& r) {
   const bool types_pinned = r.cache_type_k && r.cache_type_v;
   if (r.ctx_size && types_pinned && r.weights) return "single";
   if (r.ctx_size) return "best_types";
-  if (types_pinned) return "max_context";
+  if (types_pinned || r.max_ctx) return "max_context";
   return "rank";
 }
 
 // Warnings an option carries: off the fast path, layers or experts in RAM, rope scaling, a native stop.
 std::vector<std::string> option_warnings(const Setup& s, const Candidate& c, const Option& o, const std::string& mode, bool at_cap) {
   const ModelSpec& m = *s.model;
+  const Placement& place = c.placement;
   std::vector<std::string> w;
   if (c.slow) w.push_back(c.slow_reason);
-  if (s.placement.first_gpu_layer > 0 || !s.placement.output_on_gpu)
+  if (place.first_gpu_layer > 0 || !place.output_on_gpu)
     w.push_back(fmt::format("{} of {} layers{} run on the CPU from RAM: decoding is bound by host memory bandwidth",
-                            s.placement.first_gpu_layer, m.layers, s.placement.output_on_gpu ? "" : " and the output layer"));
-  if (s.placement.cpu_moe_layers > 0)
+                            std::min(place.first_gpu_layer, m.layers), m.layers, place.output_on_gpu ? "" : " and the output layer"));
+  if (place.cpu_moe_layers > 0)
     w.push_back(fmt::format("the experts of {} layers stay in RAM: each token reads its active experts from host memory",
-                            s.placement.cpu_moe_layers));
+                            place.cpu_moe_layers));
+  if (place.host_matmuls() && s.pools.back().kind == "host" && !s.request.host_ram)
+    w.push_back(fmt::format("host RAM assumed {} (give --ram): this option keeps {} in RAM", format_size(kAssumedHostRam),
+                            format_size(o.usage(s.pools.back().id).allocations)));
   if (o.beyond_native)
     w.push_back(fmt::format("{} tokens is beyond the native {}: uses {} rope scaling (quality past the native window is "
                             "the model's, not measured here)", o.ctx_per_slot, m.ctx_native, m.rope_scaling ? m.rope_scaling->type : "rope"));
@@ -80,6 +84,19 @@ std::vector<std::string> option_warnings(const Setup& s, const Candidate& c, con
   if (s.runtime && s.runtime->kind == "mlx" && prior_name(s, o.cache_type_k, true) != "f16")
     w.push_back("mlx_lm.server has no KV quantization flags: this cache runs with mlx_lm.generate or the Python API (kv_bits)");
   return w;
+}
+
+// What the launch lines state about placement: the request's, or kvplan's choice for this candidate.
+Resolved resolved_for(const Setup& s, const Candidate& c, Option& o) {
+  Resolved res = s.resolved;
+  if (c.placed_by_kvplan) {
+    res.placement = "kvplan";
+    res.n_gpu_layers = c.placement.cpu_moe_layers > 0 ? std::nullopt : std::optional<int>(s.model->layers + 1 - c.placement.first_gpu_layer);
+    res.n_cpu_moe = c.placement.cpu_moe_layers > 0 ? std::optional<int>(c.placement.cpu_moe_layers) : std::nullopt;
+  }
+  o.n_gpu_layers = res.n_gpu_layers;
+  o.n_cpu_moe = res.n_cpu_moe;
+  return res;
 }
 
 // One candidate as an option: its context (pinned, or the largest that fits up to the cap), every allocation,
@@ -96,15 +113,40 @@ Option size_option(const Setup& s, const Candidate& c, const std::string& mode, 
     if (mode == "rank" && ctx < cap && ctx >= 2048 * slots) ctx = ctx / (1024 * slots) * (1024 * slots);
   }
   ctx_found = ctx;
-  Option o = account(s, c, ctx > 0 ? ctx : std::min(cap, std::max(kMinCtx, s.task->ctx_min)));
+  Option o = account(s, c, ctx > 0 ? ctx : std::min(cap, std::max(kMinCtx, s.min_ctx * slots)));
   score(s, c, o);
+  const Resolved res = resolved_for(s, c, o);
   o.warnings = option_warnings(s, c, o, mode, ctx == cap);
   o.reason = reason_for(s, o);
-  o.launches = s.runtime ? engines::runtime_launches(*s.runtime, *s.model, o, s.resolved)
-                         : engines::launch_lines(*s.model, o, s.resolved, s.engine->default_ubatch, s.engine->default_batch);
+  o.launches = s.runtime ? engines::runtime_launches(*s.runtime, *s.model, o, res)
+                         : engines::launch_lines(*s.model, o, res, s.engine->default_ubatch, s.engine->default_batch);
   o.launch = o.launches.front().text;
   estimate_speed(s, c, o);
+  o.score = objective(s, o, mode == "max_context");
   return o;
+}
+
+// The options of every candidate, sized and split by the fit check.
+struct Sized {
+  std::vector<Option> fitting, failing;
+  std::vector<const Candidate*> failing_candidates;
+  void add(Option o, int ctx, const Candidate& c) {
+    if (o.fits() && ctx > 0) {
+      fitting.push_back(std::move(o));
+    } else {
+      failing.push_back(std::move(o));
+      failing_candidates.push_back(&c);
+    }
+  }
+  bool acceptable_at_min() const {
+    return std::any_of(fitting.begin(), fitting.end(), [](const Option& o) { return !o.below_task_min && o.quality.risk != Risk::avoid; });
+  }
+};
+
+std::string duration(double seconds) {
+  if (seconds < 90) return fmt::format("{:.0f} s", seconds);
+  if (seconds < 5400) return fmt::format("{:.0f} min", seconds / 60);
+  return fmt::format("{:.1f} h", seconds / 3600);
 }
 
 // The pool an option is short in by the most (the GPU, or host RAM under --ram), and by how much.
@@ -167,20 +209,50 @@ void report_nothing_fits(const Setup& s, std::vector<Option> failing, const std:
 // The fitting options ranked (docs/ranking.md §5): below the task minimum dropped when others reach it,
 // dominated options dropped, the rest sorted; the first is the recommendation.
 void rank_options(const Setup& s, const std::vector<Option>& fitting, Plan& out) {
+  const bool max_context = out.mode == "max_context";
   const bool any_at_min = std::any_of(fitting.begin(), fitting.end(), [](const Option& o) { return !o.below_task_min; });
   std::vector<Option> ranked;
   for (const auto& o : fitting)
     if (!any_at_min || !o.below_task_min) ranked.push_back(o);
   if (!any_at_min)
     out.warnings.push_back(fmt::format("no option reaches the {} task's minimum of {} tokens; the best shorter ones are shown",
-                                       s.task->id, s.task->ctx_min));
+                                       s.task->id, s.min_ctx));
   std::vector<Option> kept;
   for (const auto& a : ranked)
-    if (std::none_of(ranked.begin(), ranked.end(), [&](const Option& b) { return dominates(s, b, a); })) kept.push_back(a);
+    if (std::none_of(ranked.begin(), ranked.end(), [&](const Option& b) { return dominates(s, b, a, max_context); })) kept.push_back(a);
   std::sort(kept.begin(), kept.end(), [&](const Option& a, const Option& b) { return ranks_before(s, a, b); });
   out.explanation = explain(s, kept.front(), fitting);
   kept.resize(std::min<size_t>(kept.size(), static_cast<size_t>(s.request.top)));
   out.options = std::move(kept);
+}
+
+// Honest exits: when even the best option rates "avoid" for the task the plan recommends nothing (exit 1) unless
+// the request accepts the risk; speed below the task's floor, or unknown, is said.
+void judge(const Setup& s, Plan& out) {
+  const Option& best = out.options.front();
+  if (best.quality.risk == Risk::avoid) {
+    const std::string what = fmt::format("the least bad option ({} weights, {} tokens, K={} V={}) rates avoid for {} (~{} expected loss)",
+                                         best.weights, best.ctx_per_slot, best.cache_type_k, best.cache_type_v, s.task->id,
+                                         loss_pct(best.quality.expected_loss));
+    if (s.request.accept_risk) {
+      out.warnings.push_back(what + ": recommended because --accept-risk was given");
+    } else {
+      out.verdict = "nothing_acceptable";
+      out.nothing_acceptable = what + "; --accept-risk takes it anyway";
+    }
+  }
+  const double floor = s.task->decode_floor_tps;
+  if (best.decode_tps <= 0 && !s.own_memory)
+    out.warnings.push_back(s.resolved.gpu_size_only ? "speed unknown: a bare size names no card's bandwidth, so options are not ranked by speed "
+                                                      "(name the card, e.g. --gpu rtx4090)"
+                                                    : "speed unknown for this device: options are not ranked by speed");
+  else if (best.decode_tps > 0 && best.decode_tps < floor)
+    out.warnings.push_back(fmt::format("decode ~{:.1f} tok/s is below the {} task's floor of {:g} tok/s: nothing faster fits that keeps the "
+                                       "context and quality; a smaller model or a faster device would", best.decode_tps, s.task->id, floor));
+  if (best.ttft_s > 0 && s.task->ttft_max_s > 0 && best.ttft_s > s.task->ttft_max_s)
+    out.warnings.push_back(fmt::format("a {}-token prompt takes ~{} to the first token here (the {} task wants under {:g} s): a smaller "
+                                       "model, a faster device or shorter prompts", best.ctx_per_slot, duration(best.ttft_s), s.task->id,
+                                       s.task->ttft_max_s));
 }
 
 }  // namespace
@@ -203,21 +275,36 @@ Plan plan(const Catalog& catalog, const Request& request) {
   out.mode = mode_of(s.request);
   // Targets and model limits are per conversation; -c counts every slot when the KV is not unified.
   const int slots = s.request.kv_unified || s.own_memory ? 1 : s.request.n_parallel;
-  const int cap = slots * (out.mode == "max_context" ? s.ctx_allowed : std::min(s.task->ctx_target, s.ctx_allowed));
-  std::vector<Option> fitting, failing;
-  std::vector<const Candidate*> failing_candidates;
-  for (const auto& c : candidates) {
-    int ctx = 0;
-    Option o = size_option(s, c, out.mode, cap, ctx);
-    if (o.fits() && ctx > 0) {
-      fitting.push_back(std::move(o));
-    } else {
-      failing.push_back(std::move(o));
-      failing_candidates.push_back(&c);
+  const int cap = slots * (out.mode == "max_context" ? s.ctx_allowed : s.target_ctx);
+  Sized sized;
+  std::vector<int> reached(candidates.size());  // the context each reaches on the GPU (0: does not fit)
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    Option o = size_option(s, candidates[i], out.mode, cap, reached[i]);
+    if (!o.fits()) reached[i] = 0;
+    sized.add(std::move(o), reached[i], candidates[i]);
+  }
+  // The model does not fit the GPU for the task: the same candidates with layers or experts in RAM.
+  std::vector<Candidate> placed;
+  placed.reserve(candidates.size());
+  if (s.auto_placement && !sized.acceptable_at_min()) {
+    const int at = s.request.ctx_size ? *s.request.ctx_size : cap;
+    for (size_t i = 0; i < candidates.size(); ++i)
+      if (reached[i] < at)
+        if (auto c = offloaded(s, candidates[i], at)) placed.push_back(*c);
+    for (const auto& c : placed) {
+      int ctx = 0;
+      Option o = size_option(s, c, out.mode, cap, ctx);
+      sized.add(std::move(o), ctx, c);
     }
   }
-  if (fitting.empty()) report_nothing_fits(s, std::move(failing), failing_candidates, out);
-  else rank_options(s, fitting, out);
+  if (sized.fitting.empty()) {
+    report_nothing_fits(s, std::move(sized.failing), sized.failing_candidates, out);
+    out.verdict = "nothing_fits";
+  } else {
+    rank_options(s, sized.fitting, out);
+    judge(s, out);
+  }
+  if (s.request.suggest) out.suggestions = suggestions_for(s, out);
   return out;
 }
 

@@ -1,5 +1,5 @@
 // Engines other than llama.cpp: KV bytes against the per-token figures each engine's documented formula
-// gives (research formulas.md §3–§5 and the §7 worked examples), weights from the parameter count,
+// gives (the engines' cache code cited in data/engines/*.yaml and docs/engines.md), weights from the parameter count,
 // refusals, and launch lines checked verbatim. Every expected number is worked out by hand here.
 #include <catch2/catch.hpp>
 
@@ -51,8 +51,8 @@ TEST_CASE("engine catalog: every runtime loads, with sources and prior types") {
   CHECK_THROWS_WITH(c.runtime("vlm"), Catch::Contains("did you mean 'vllm'"));
 }
 
-TEST_CASE("vLLM KV: FullAttentionSpec page bytes, one dtype for K and V (formulas.md §3, §7.1)") {
-  // bf16: 256 KiB per token; fp8: 128 KiB (formulas.md §7.1 "vLLM bf16 256 KiB, vLLM fp8 128 KiB").
+TEST_CASE("vLLM KV: FullAttentionSpec page bytes, one dtype for K and V (vllm/v1/kv_cache_interface.py)") {
+  // bf16: 256 KiB per token; fp8: 128 KiB (64 layers × 8 KV heads × (128 + 128) × 2 B, and × 1 B).
   CHECK(kv("vllm", "qwen2.5-coder-32b", "auto", "auto", kCtx) == 256 * KiB * kCtx);
   CHECK(kv("vllm", "qwen2.5-coder-32b", "fp8", "fp8", kCtx) == 128 * KiB * kCtx);
   CHECK(kv("vllm", "qwen2.5-coder-32b", "fp8_e5m2", "fp8_e5m2", kCtx, 4) == 4 * 128 * KiB * kCtx);
@@ -70,19 +70,19 @@ TEST_CASE("vLLM KV: sliding-window layers keep window - 1 + max_num_batched_toke
   CHECK(kv("vllm", "gemma-3-27b", "auto", "auto", kCtx, 1, 8192) == full + 52LL * 9232 * 2048 * 2 * 2);
 }
 
-TEST_CASE("vLLM KV: MLA caches 576 elements per token and layer, no V (MLAAttentionSpec, formulas.md §7.4)") {
+TEST_CASE("vLLM KV: MLA caches 576 elements per token and layer, no V (MLAAttentionSpec, vllm/v1/kv_cache_interface.py)") {
   // DeepSeek-V2-Lite, 27 layers: 1152 B per token and layer in bf16 = 972 MiB at 32k.
   CHECK(kv("vllm", "deepseek-v2-lite", "auto", "auto", kCtx) == 27LL * kCtx * 1152);
   CHECK(kvtest::mib(kv("vllm", "deepseek-v2-lite", "auto", "auto", kCtx)) == Approx(972.0));
 }
 
-TEST_CASE("SGLang KV: cell_size × tokens (profile_max_num_token, formulas.md §5, §7.1)") {
+TEST_CASE("SGLang KV: cell_size × tokens (profile_max_num_token)") {
   CHECK(kv("sglang", "qwen2.5-coder-32b", "fp8_e4m3", "fp8_e4m3", kCtx) == 128 * KiB * kCtx);
   CHECK(kv("sglang", "qwen2.5-coder-32b", "fp4_e2m1", "fp4_e2m1", kCtx) == 72 * KiB * kCtx);
   CHECK(kv("sglang", "qwen2.5-coder-32b", "auto", "auto", 1000) == 1000 * 256 * KiB);  // page size 1
 }
 
-TEST_CASE("ExLlamaV2 KV: FP16/Q8/Q6/Q4 storage with fp16 scales per 32, pages of 256 (formulas.md §4, §7.1)") {
+TEST_CASE("ExLlamaV2 KV: FP16/Q8/Q6/Q4 storage with fp16 scales per 32, pages of 256 (exllamav2/cache.py)") {
   // §7.1: EXL2 FP16 256, Q8 136, Q6 104, Q4 72 KiB per token.
   CHECK(kv("exllamav2", "qwen2.5-coder-32b", "FP16", "FP16", kCtx) == 256 * KiB * kCtx);
   CHECK(kv("exllamav2", "qwen2.5-coder-32b", "Q8", "Q8", kCtx) == 136 * KiB * kCtx);
@@ -91,7 +91,7 @@ TEST_CASE("ExLlamaV2 KV: FP16/Q8/Q6/Q4 storage with fp16 scales per 32, pages of
   CHECK(kv("exllamav2", "qwen2.5-coder-32b", "FP16", "FP16", 1000) == 1024 * 256 * KiB);  // PAGED_PAGE_SIZE 256
 }
 
-TEST_CASE("ExLlamaV3 KV: k_bits and v_bits separately (CacheLayer_quant, formulas.md §4, §7.1)") {
+TEST_CASE("ExLlamaV3 KV: k_bits and v_bits separately (CacheLayer_quant, exllamav3/cache/quant.py)") {
   // §7.1: EXL3 k4v4 72, k6v6 104, k8v8 136 KiB per token; k8v4 = 1024 × 64 × (1.0625 + 0.5625) B = 104 KiB.
   CHECK(kv("exllamav3", "qwen2.5-coder-32b", "4", "4", kCtx) == 72 * KiB * kCtx);
   CHECK(kv("exllamav3", "qwen2.5-coder-32b", "6", "6", kCtx) == 104 * KiB * kCtx);
@@ -99,7 +99,7 @@ TEST_CASE("ExLlamaV3 KV: k_bits and v_bits separately (CacheLayer_quant, formula
   CHECK(kv("exllamav3", "qwen2.5-coder-32b", "8", "4", kCtx) == 104 * KiB * kCtx);
 }
 
-TEST_CASE("MLX KV: 256-token steps; bits/8 + scale and bias per 64 (mlx_lm cache.py, formulas.md §5, §7.1)") {
+TEST_CASE("MLX KV: 256-token steps; bits/8 + scale and bias per 64 (mlx_lm/models/cache.py)") {
   CHECK(kv("mlx", "qwen2.5-coder-32b", "8", "8", kCtx) == 136 * KiB * kCtx);
   CHECK(kv("mlx", "qwen2.5-coder-32b", "4", "4", kCtx) == 72 * KiB * kCtx);
   CHECK(kv("mlx", "qwen2.5-coder-32b", "fp16", "fp16", 1000) == 1024 * 256 * KiB);
@@ -136,10 +136,10 @@ TEST_CASE("Ollama: llama.cpp's memory, one cache type, per-slot num_ctx, env and
   r.cache_type_k = "q8_0";  // one type: V follows
   r.weights = "Q4_K_M";
   const Plan p = plan(kvtest::catalog(), r);
-  REQUIRE(p.fits());
+  REQUIRE(p.recommended());
   const Option& o = *p.recommended();
   CHECK(o.cache_type_v == "q8_0");
-  CHECK(kvtest::mib(o.sum("k_cache") + o.sum("v_cache")) == Approx(4352.0));  // formulas.md §7.1
+  CHECK(kvtest::mib(o.sum("k_cache") + o.sum("v_cache")) == Approx(4352.0));  // docs/formulas.md §2
   REQUIRE(o.launches.size() == 2);
   CHECK(o.launches[0].name == "ollama-env");
   CHECK(o.launches[0].text ==
@@ -209,7 +209,7 @@ TEST_CASE("engine plans: budgets, concurrency and launch lines verbatim") {
   r.weights = "bf16";
   r.n_parallel = 4;
   const Plan v = plan(c, r);
-  REQUIRE(v.fits());
+  REQUIRE(v.recommended());
   const Option& o = *v.recommended();
   CHECK(o.launch ==
         "vllm serve Qwen/Qwen3-14B --max-model-len 32768 --max-num-seqs 4 --kv-cache-dtype fp8 --gpu-memory-utilization 0.92");
@@ -228,7 +228,7 @@ TEST_CASE("engine plans: budgets, concurrency and launch lines verbatim") {
   r.cache_type_k = "fp8_e4m3";
   r.weights = "awq";
   const Plan s = plan(c, r);
-  REQUIRE(s.fits());
+  REQUIRE(s.recommended());
   CHECK(s.recommended()->launch ==
         "python -m sglang.launch_server --model-path Qwen2.5-Coder-32B-Instruct-AWQ --context-length 16384 --max-running-requests 1 "
         "--kv-cache-dtype fp8_e4m3 --mem-fraction-static 0.85 --quantization awq");
@@ -252,7 +252,7 @@ TEST_CASE("engine plans: budgets, concurrency and launch lines verbatim") {
   r.weights = "4.0bpw";
   const Plan x2 = plan(c, r);
   REQUIRE(!x2.options.empty());
-  // The fp16 temporary of one layer: 2 × 32768 × 1024 × 2 B = 128 MiB (formulas.md §7.1).
+  // The fp16 temporary of one layer: 2 × 32768 × 1024 × 2 B = 128 MiB (exllamav2/cache.py footprint()).
   CHECK(x2.options.front().sum("cache_temp") == 128LL << 20);
   CHECK(x2.options.front().launch.find("cache_mode: Q6") != std::string::npos);
 
@@ -260,8 +260,9 @@ TEST_CASE("engine plans: budgets, concurrency and launch lines verbatim") {
   r.cache_type_k = "4";
   r.weights = "4bit";
   r.ctx_size = 32768;
+  r.accept_risk = true;  // 4-bit keys at 32K rate avoid; the launch line is what is checked here
   const Plan mx = plan(c, r);
-  REQUIRE(mx.fits());
+  REQUIRE(mx.recommended());
   REQUIRE(mx.recommended()->launches.size() == 1);  // mlx_lm.server cannot quantize the cache
   CHECK(mx.recommended()->launch ==
         "mlx_lm.generate --model mlx-community/Qwen3-14B-4bit --kv-bits 4 --kv-group-size 64 --quantized-kv-start 0 --prompt -");

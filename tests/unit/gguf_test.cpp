@@ -89,7 +89,7 @@ TEST_CASE("a GGUF header gives the architecture and the exact tensors") {
   r.cache_type_k = r.cache_type_v = "f16";
   r.flash_attn = "on";
   const Plan p = plan(kvtest::catalog(), r);
-  REQUIRE(p.fits());
+  REQUIRE(p.recommended());
   CHECK(p.options.front().sum("k_cache") + p.options.front().sum("v_cache") == 4LL << 20);
   CHECK(p.options.front().weights == "Q8_0");
   r.weights = "Q4_K_M";
@@ -166,7 +166,7 @@ TEST_CASE("split GGUF files are read together") {
   fs::remove(base + "-00001-of-00002.gguf");
 }
 
-TEST_CASE("MLA GGUF: one 576-wide latent K per layer and no V (formulas.md §7.4, PR #19067)") {
+TEST_CASE("MLA GGUF: one 576-wide latent K per layer and no V (PR #19067; docs/formulas.md §2)") {
   kvtest::GgufBuilder g;
   g.str("general.architecture", "deepseek2");
   g.u32("deepseek2.block_count", 27);
@@ -196,7 +196,7 @@ TEST_CASE("MLA GGUF: one 576-wide latent K per layer and no V (formulas.md §7.4
   fs::remove(path);
 }
 
-TEST_CASE("recurrent state: f32 per sequence, independent of context (formulas.md §1.2, §7.5)") {
+TEST_CASE("recurrent state: f32 per sequence, independent of context (src/llama-memory-recurrent.cpp; docs/formulas.md §2)") {
   // A Qwen3-Next-shaped hybrid: 48 layers, attention every 4th (12 layers, 2 KV heads × 256),
   // 36 gated delta-net layers with d_conv 4, d_inner 4096, d_state 128, n_group 16.
   kvtest::GgufBuilder g;

@@ -1,3 +1,4 @@
+#include <algorithm>
 // plan(): modes, refusals, nothing-fits and the mission request.
 #include <catch2/catch.hpp>
 
@@ -28,7 +29,7 @@ Request moe_on_24gb() {
 
 TEST_CASE("the mission: a 32B coder on a 24 GiB card for agentic work") {
   const Plan p = plan(kvtest::catalog(), mission());
-  REQUIRE(p.fits());
+  REQUIRE(p.recommended());
   const Option& best = *p.recommended();
   CHECK(best.cache_type_k == best.cache_type_v);  // no mixed pair on a default CUDA build
   CHECK(best.cache_type_k != "q4_0");             // K is not starved
@@ -56,7 +57,7 @@ TEST_CASE("pinned types: the largest context that fits") {
   r.weights = "Q4_K_M";
   const Plan p = plan(kvtest::catalog(), r);
   CHECK(p.mode == "max_context");
-  REQUIRE(p.fits());
+  REQUIRE(p.recommended());
   const int c = p.options.front().ctx_size;
   CHECK(c % 256 == 0);
   Request at = r;
@@ -72,7 +73,7 @@ TEST_CASE("pinned types on a roomy device stop at the native window and say so")
   r.gpu = "h100-sxm";
   r.cache_type_k = r.cache_type_v = "q8_0";
   const Plan p = plan(kvtest::catalog(), r);
-  REQUIRE(p.fits());
+  REQUIRE(p.recommended());
   CHECK(p.options.front().ctx_size == 32768);
   bool said = false;
   for (const auto& w : p.options.front().warnings) said |= w.find("--rope-scaling") != std::string::npos;
@@ -121,11 +122,114 @@ TEST_CASE("nothing fits is a result that says what is missing") {
   Request r;
   r.gpu = "8GB";
   r.model = "llama-3.1-70b-instruct";
+  r.host_ram = 16LL << 30;  // too little RAM to hold the layers that do not fit the GPU
   const Plan p = plan(kvtest::catalog(), r);
   CHECK_FALSE(p.fits());
+  CHECK(p.verdict == "nothing_fits");
   CHECK(p.recommended() == nullptr);
   CHECK(p.nothing_fits.find("needs") != std::string::npos);
   CHECK_FALSE(p.options.empty());
+}
+
+TEST_CASE("placement by default: a dense model that does not fit keeps layers in RAM, an MoE its experts") {
+  Request r;
+  r.gpu = "8GB";
+  r.model = "llama-3.1-70b-instruct";
+  r.host_ram = 128LL << 30;
+  const Plan dense = plan(kvtest::catalog(), r);
+  REQUIRE(dense.recommended());
+  const Option& d = *dense.recommended();
+  REQUIRE(d.n_gpu_layers);
+  CHECK(*d.n_gpu_layers < 80);
+  CHECK_FALSE(d.n_cpu_moe);
+  CHECK(d.launch.find(" -ngl " + std::to_string(*d.n_gpu_layers) + " ") != std::string::npos);
+  CHECK(d.usage("host").headroom >= 0);
+  r.model = "qwen3-30b-a3b";
+  const Plan moe = plan(kvtest::catalog(), r);
+  REQUIRE(moe.recommended());
+  const Option& m = *moe.recommended();
+  REQUIRE(m.n_cpu_moe);
+  CHECK(*m.n_cpu_moe > 0);
+  CHECK(*m.n_cpu_moe <= 48);
+  CHECK(m.launch.find("--n-cpu-moe " + std::to_string(*m.n_cpu_moe)) != std::string::npos);
+  // the placement is the least that reaches the planned context: one layer's experts fewer does not fit
+  if (*m.n_cpu_moe > 1) {
+    Request fewer = r;
+    fewer.n_cpu_moe = *m.n_cpu_moe - 1;
+    fewer.weights = m.weights;
+    fewer.cache_type_k = m.cache_type_k;
+    fewer.cache_type_v = m.cache_type_v;
+    fewer.flash_attn = m.flash_attn ? "on" : "off";
+    fewer.ctx_size = m.ctx_size;
+    CHECK_FALSE(plan(kvtest::catalog(), fewer).fits());
+  }
+  // Ollama has no --n-cpu-moe: layers only (num_gpu)
+  r.engine = "ollama";
+  const Plan ollama = plan(kvtest::catalog(), r);
+  REQUIRE(ollama.recommended());
+  CHECK_FALSE(ollama.recommended()->n_cpu_moe);
+  CHECK(ollama.recommended()->n_gpu_layers);
+}
+
+TEST_CASE("honest exits: every fitting option rates avoid -> nothing acceptable, unless accepted") {
+  Request r;
+  r.gpu = "8GB";
+  r.model = "qwen2.5-14b";
+  r.task = "reasoning";
+  r.host_ram = 1LL << 30;  // no room to offload: only the squeezed full-GPU options fit
+  const Plan p = plan(kvtest::catalog(), r);
+  REQUIRE(p.fits());
+  CHECK(p.options.front().quality.risk == Risk::avoid);
+  CHECK(p.verdict == "nothing_acceptable");
+  CHECK(p.recommended() == nullptr);
+  CHECK_FALSE(p.nothing_acceptable.empty());
+  // every suggestion was re-planned: running it again gives an acceptable recommendation
+  REQUIRE_FALSE(p.suggestions.empty());
+  for (const auto& s : p.suggestions) {
+    INFO(s.summary);
+    const Plan again = plan(kvtest::catalog(), s.request);
+    REQUIRE(again.recommended());
+    CHECK(again.recommended()->quality.risk != Risk::avoid);
+    CHECK(again.recommended()->weights == s.option.weights);
+    CHECK(again.recommended()->ctx_size == s.option.ctx_size);
+  }
+  r.accept_risk = true;
+  const Plan accepted = plan(kvtest::catalog(), r);
+  CHECK(accepted.verdict == "ok");
+  REQUIRE(accepted.recommended());
+  CHECK(accepted.recommended()->quality.risk == Risk::avoid);
+}
+
+TEST_CASE("the task's context is capped by the model's window, never a token count below it") {
+  Request r;
+  r.gpu = "rtx4090";
+  r.model = "yi-1.5-34b";  // native 4096, below the agentic minimum of 16384
+  r.task = "agentic";
+  const Plan p = plan(kvtest::catalog(), r);
+  REQUIRE(p.recommended());
+  CHECK(p.recommended()->ctx_per_slot == 4096);
+  CHECK_FALSE(p.recommended()->below_task_min);
+}
+
+TEST_CASE("max context: the largest over every free setting, flash attention included") {
+  Request r;
+  r.gpu = "rtx4090";
+  r.model = "qwen3-coder-30b-a3b";
+  r.weights = "Q4_K_M";
+  r.cache_type_k = r.cache_type_v = "f16";
+  const Plan p = plan(kvtest::catalog(), r);
+  REQUIRE(p.recommended());
+  CHECK(p.mode == "max_context");
+  const Option& best = *p.recommended();
+  CHECK(best.flash_attn);
+  for (const char* fa : {"on", "off"}) {  // neither flash-attention setting fits one step more
+    Request more = r;  // the same placement as the answer's
+    more.flash_attn = fa;
+    more.ctx_size = best.ctx_size + 256;
+    more.n_gpu_layers = best.n_gpu_layers.value_or(-1);
+    more.n_cpu_moe = best.n_cpu_moe;
+    CHECK_FALSE(plan(kvtest::catalog(), more).fits());
+  }
 }
 
 TEST_CASE("bad input: unknown names suggest, impossible values name the field") {
@@ -176,12 +280,19 @@ TEST_CASE("--reserve and --free shrink the budget") {
   CHECK(plan(kvtest::catalog(), r).pools[0].budget() == base - (4LL << 30));
 }
 
-TEST_CASE("beyond the native window only when the task wants it, with rope flags") {
+TEST_CASE("beyond the native window only when rope scaling is asked for, with its flags") {
   Request r = mission();
   r.gpu = "h100-sxm";
   r.task = "rag";  // wants 65536 > Qwen2.5's native 32768
+  const Plan native = plan(kvtest::catalog(), r);
+  REQUIRE(native.recommended());
+  CHECK_FALSE(native.recommended()->beyond_native);
+  CHECK(native.recommended()->ctx_per_slot == 32768);
+  CHECK(std::any_of(native.warnings.begin(), native.warnings.end(),
+                    [](const std::string& w) { return w.find("--rope-scaling yarn --rope-scale 4") != std::string::npos; }));
+  r.rope_scaling = "yarn";
   const Plan p = plan(kvtest::catalog(), r);
-  REQUIRE(p.fits());
+  REQUIRE(p.recommended());
   const Option& best = *p.recommended();
   CHECK(best.beyond_native);
   CHECK(best.launch.find("--rope-scaling yarn --rope-scale 4 --yarn-orig-ctx 32768") != std::string::npos);
@@ -197,7 +308,7 @@ TEST_CASE("slots: without unified KV each conversation gets its share of -c; tar
   r.task = "coding";
   r.n_parallel = 4;
   const Plan p = plan(kvtest::catalog(), r);
-  REQUIRE(p.fits());
+  REQUIRE(p.recommended());
   for (const auto& o : p.options) {
     CHECK(o.ctx_per_slot * 4 == o.ctx_size);
     CHECK(o.ctx_per_slot <= p.task->ctx_target);
@@ -206,7 +317,7 @@ TEST_CASE("slots: without unified KV each conversation gets its share of -c; tar
   }
   r.kv_unified = true;
   const Plan u = plan(kvtest::catalog(), r);
-  REQUIRE(u.fits());
+  REQUIRE(u.recommended());
   CHECK(u.options.front().ctx_per_slot == u.options.front().ctx_size);
   CHECK(u.options.front().launch.find(" -np 4 -kvu") != std::string::npos);
 }
@@ -230,7 +341,7 @@ TEST_CASE("partial offload: -ngl N puts the output layer and the last N - 1 laye
   CHECK(o.launch.find(" -ngl 40 --fit off") != std::string::npos);
   // the weights split between the pools and add up to the full-offload total (up to padding)
   Request full = r;
-  full.n_gpu_layers.reset();
+  full.n_gpu_layers = -1;  // every layer on the GPU (it does not fit 16 GB: the option is sized all the same)
   const Option& f = plan(kvtest::catalog(), full).options.front();
   const Bytes split = o.sum("weights") + o.sum("weights_host");
   const Bytes whole = f.sum("weights") + f.sum("weights_host");
@@ -266,7 +377,7 @@ TEST_CASE("expert offload keeps MoE experts in RAM; a RAM budget can make a plan
   Request r = moe_on_24gb();
   r.n_cpu_moe = -1;
   const Plan p = plan(kvtest::catalog(), r);
-  REQUIRE(p.fits());
+  REQUIRE(p.recommended());
   const Option& o = p.options.front();
   CHECK(o.sum("weights_host") > 20LL * kGiB);  // 128 experts × 48 layers of q8_0
   CHECK(o.sum("weights", "gpu0") < 3LL * kGiB);

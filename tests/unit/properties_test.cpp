@@ -1,3 +1,4 @@
+#include <cmath>
 // Properties over the catalog × several devices: the planner's promises, not its numbers.
 #include <catch2/catch.hpp>
 
@@ -58,19 +59,23 @@ TEST_CASE("ranked options: all fit, none is dominated by one ranked below it") {
       r.top = 50;
       const Plan p = plan(c, r);
       if (!p.fits()) continue;
-      const int target = p.task->ctx_target;
+      const int target = std::min(p.task->ctx_target, p.model->ctx_native);
+      // docs/ranking.md §5: the loss the objective counts is the cautious one, sqrt(expected x 80 % upper bound)
+      auto loss = [](const Option& o) {
+        return o.quality.high > o.quality.expected_loss ? std::sqrt(o.quality.expected_loss * o.quality.high) : o.quality.expected_loss;
+      };
+      auto speed = [](const Option& o) { return o.decode_tps > 0 ? o.decode_tps : o.decode_relative; };
       for (size_t a = 0; a < p.options.size(); ++a) {
         INFO(r.model << " on " << dev << " option " << a + 1);
         CHECK(p.options[a].fits());
         for (size_t b = a + 1; b < p.options.size(); ++b) {
           const Option& hi = p.options[a];
           const Option& lo = p.options[b];
-          const bool dominated = std::min(lo.ctx_size, target) >= std::min(hi.ctx_size, target) &&
-                                 lo.quality.expected_loss <= hi.quality.expected_loss &&
-                                 lo.pools.front().headroom >= hi.pools.front().headroom &&
-                                 (std::min(lo.ctx_size, target) > std::min(hi.ctx_size, target) ||
-                                  lo.quality.expected_loss < hi.quality.expected_loss ||
-                                  lo.pools.front().headroom > hi.pools.front().headroom);
+          const int chi = std::min(hi.ctx_per_slot, target), clo = std::min(lo.ctx_per_slot, target);
+          const bool dominated = clo >= chi && loss(lo) <= loss(hi) && lo.pools.front().headroom >= hi.pools.front().headroom &&
+                                 speed(lo) >= speed(hi) &&
+                                 (clo > chi || loss(lo) < loss(hi) || lo.pools.front().headroom > hi.pools.front().headroom ||
+                                  speed(lo) > speed(hi));
           CHECK_FALSE(dominated);
         }
       }
@@ -89,6 +94,7 @@ TEST_CASE("inverse query: the largest context c fits and c + 256 does not") {
         r.weights = "Q4_K_M";
         r.cache_type_k = r.cache_type_v = t;
         r.flash_attn = "on";
+        r.n_gpu_layers = -1;  // the inverse query of one placement: every layer on the GPU
         Plan p;
         try {
           p = plan(c, r);
@@ -118,7 +124,7 @@ TEST_CASE("the default CUDA build is never recommended a mixed pair") {
       r.gpu = dev;
       r.task = "agentic";
       const Plan p = plan(c, r);
-      if (!p.fits()) continue;
+      if (!p.recommended()) continue;
       INFO(m.id << " on " << dev);
       if (p.recommended()->flash_attn) CHECK(p.recommended()->cache_type_k == p.recommended()->cache_type_v);
     }

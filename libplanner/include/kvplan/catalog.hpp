@@ -287,6 +287,11 @@ struct TaskProfile {
   std::string id, name, metric, summary, source;
   std::vector<std::string> aliases;
   int ctx_target = 0, ctx_min = 0;
+  // Speed the task needs to be usable (docs/ranking.md §5): decode tokens per second for one conversation, and the
+  // longest acceptable time to the first token of a prompt as long as the planned context (0: no such floor).
+  double decode_floor_tps = 0;
+  double ttft_max_s = 0;
+  std::string speed_source;
   std::vector<StrictnessBand> strictness;
   double factor_at(int ctx) const;
 };

@@ -67,6 +67,10 @@ struct Request {
   std::shared_ptr<const ProjectorSpec> mmproj;        // --mmproj FILE (load_projector_file)
   bool mmproj_offload = true;                         // --no-mmproj-offload keeps it in RAM
   int top = 5;                       // options to return
+  bool max_ctx = false;              // --max-ctx: the largest context, every setting not pinned free (mode max_context)
+  bool accept_risk = false;          // --accept-risk: recommend the least-bad option even when every one rates "avoid"
+  std::string host_ram_source;       // where host_ram came from ("--ram", "this machine: /proc/meminfo MemTotal"); empty: given
+  bool suggest = true;               // look for verified alternatives when nothing acceptable fits (off inside that search)
 };
 
 enum class Accuracy { exact, estimate };
@@ -157,6 +161,12 @@ struct Option {
   // Prefill speed of a prompt as long as the planned context (docs/formulas.md §11): compute bound on each GPU
   // (0.8 of its FP16 tensor throughput), RAM-resident weights copied over PCIe per ubatch; 0 when unknown.
   double prefill_tps = 0;
+  double decode_relative = 1;         // decode speed relative to the same bytes all in device memory (1: none in RAM)
+  double ttft_s = 0;                  // time to the first token of a prompt as long as ctx_per_slot (0: unknown)
+  // Placement chosen for this option (kvplan places by default when the model does not fit the GPU): layers on
+  // the GPU as -ngl gives them (unset: all), experts of the first N layers in RAM (--n-cpu-moe; unset: none).
+  std::optional<int> n_gpu_layers, n_cpu_moe;
+  double score = 0;                   // the ranking objective's value (docs/ranking.md §5; higher is better)
 
   Bytes sum(const std::string& what, const std::string& pool = {}) const;  // typical bytes of that kind (in one pool)
   const PoolUsage& usage(const std::string& pool) const;
@@ -194,6 +204,14 @@ struct Resolved {
   int fit_target_mib = 0;            // with llama-server's fit: the --fit-target that keeps kvplan's margins
 };
 
+// A verified alternative: a changed request that kvplan re-planned and found acceptable (docs/ranking.md §6).
+struct Suggestion {
+  std::string summary;            // one line: what changes and what it gives
+  Request request;                // the request to re-plan (request_args renders it as CLI arguments)
+  std::vector<std::string> args;  // request_args(request)
+  Option option;                  // its recommended option
+};
+
 struct Plan {
   Request request;
   Resolved resolved;
@@ -205,16 +223,24 @@ struct Plan {
   std::vector<std::string> warnings;
   std::string nothing_fits;           // why, and what would fit instead (empty when options fit)
   std::vector<std::string> explanation;  // why the recommendation, with evidence
+  // "ok": a recommendation to run; "nothing_acceptable": options fit but every one rates "avoid" for the task
+  // (--accept-risk takes the least bad); "nothing_fits": no option fits the memory.
+  std::string verdict = "ok";
+  std::string nothing_acceptable;        // why, and what would make it acceptable (empty unless that verdict)
+  std::vector<Suggestion> suggestions;   // verified alternatives (nothing acceptable, nothing fits, a pinned plan)
   bool fits() const { return !options.empty() && options.front().fits(); }
-  const Option* recommended() const { return fits() ? &options.front() : nullptr; }
+  const Option* recommended() const { return verdict == "ok" && fits() ? &options.front() : nullptr; }
 };
+
+// A request as kvplan's command-line arguments (without the program name): what a suggestion re-plans.
+std::vector<std::string> request_args(const Request& request);
 
 // The planner: a pure function from catalog and request to plan. Throws InputError for bad input;
 // "nothing fits" is a plan with fits() == false and nothing_fits explaining.
 Plan plan(const Catalog& catalog, const Request& request);
 
 // The whole plan as the JSON contract of schema/plan.schema.json.
-inline constexpr int kSchemaVersion = 3;  // 3: launch keyed by line name (llama-server, llama-cli, vllm, …), max_concurrency, resolved.engine_id/memory_fraction
+inline constexpr int kSchemaVersion = 4;  // 4: verdict, suggestions, placement and time to first token per option, speed_floor; 3: launch keyed by line name (llama-server, llama-cli, vllm, …), max_concurrency, resolved.engine_id/memory_fraction
 std::string to_json(const Plan& plan, int indent = 2);
 
 // A model (catalog entry or file) as JSON: what kvplan knows of it (`kvplan inspect --json`).

@@ -409,6 +409,11 @@ TaskProfile read_task(const Reader& r) {
   t.metric = r.get<std::string>("metric", "");
   t.summary = r.get<std::string>("summary", "");
   t.source = r.get<std::string>("source");
+  t.decode_floor_tps = r.get<double>("decode_floor_tps");
+  t.ttft_max_s = r.get<double>("ttft_max_s", 0);
+  t.speed_source = r.get<std::string>("speed_source");
+  if (!(t.decode_floor_tps > 0) || !(t.ttft_max_s >= 0))
+    throw InputError("tasks." + t.id + ".decode_floor_tps", std::to_string(t.decode_floor_tps), "must be tokens per second above 0 (ttft_max_s 0 or more)");
   if (const auto* n = r.node("strictness")) {
     for (const auto& b : *n) {
       StrictnessBand band;
@@ -613,7 +618,7 @@ std::vector<T> read_all(const Sources& s, const std::string& collection, F read)
                   "head_dim_swa", "head_dim_v_swa", "shared_kv_from", "source", "note"}},
       {"gpus", {"id", "name", "aliases", "vendor", "backend", "memory", "total_mib", "total_source", "working_set_mib",
                 "compute_capability", "arch", "bandwidth_gbs", "fp16_tflops", "source", "note"}},
-      {"tasks", {"id", "name", "aliases", "ctx_target", "ctx_min", "metric", "strictness", "summary", "source", "note"}},
+      {"tasks", {"id", "name", "aliases", "ctx_target", "ctx_min", "decode_floor_tps", "ttft_max_s", "speed_source", "metric", "strictness", "summary", "source", "note"}},
       {"prior", prior_keys()},
       {"runtime", {"id", "name", "kind", "aliases", "version", "source", "backends", "rules", "same_type_kv", "mix_unquantized",
                    "unified_kv", "token_granularity", "sliding", "quantized_sliding", "temp_fp16_layer", "memory_fraction",

@@ -72,7 +72,16 @@ PairCheck check_pair(const EngineSpec& engine, const BackendSpec& backend, const
   return out;
 }
 
-std::string gguf_file_name(const ModelSpec& model, const std::string& weights) { return model.name + "-" + weights + ".gguf"; }
+// The file to load: the GGUF the user gave (its first split, which llama.cpp follows to the rest), quoted for the
+// shell when it needs it; else the name a catalog model's GGUF is published under.
+std::string gguf_file_name(const ModelSpec& model, const std::string& weights) {
+  if (model.file_paths.empty() || model.file_tensors.empty()) return model.name + "-" + weights + ".gguf";
+  const std::string& path = model.file_paths.front();
+  if (path.find_first_of(" \t'\"$`\\!*?&;|<>()") == std::string::npos) return path;
+  std::string quoted = "'";
+  for (char ch : path) quoted += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+  return quoted + "'";
+}
 
 std::string launch_line(const ModelSpec& model, const Option& o, const Resolved& r, int default_ubatch, int default_batch) {
   std::string line = fmt::format("llama-server -m {} -c {} -np {}", gguf_file_name(model, o.weights), o.ctx_size, r.n_parallel);

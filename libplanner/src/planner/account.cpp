@@ -47,7 +47,7 @@ Option account_runtime(const Setup& s, const Candidate& c, int ctx) {
   o.cache_type_v = c.v;
   o.flash_attn = true;
   o.beyond_native = ctx > m.ctx_native;
-  o.below_task_min = ctx < s.task->ctx_min;
+  o.below_task_min = ctx < s.min_ctx;
   auto put = [&](const std::string& what, const std::string& pool, const Figure& f) {
     if (f.bytes != 0 || what == "k_cache") o.allocations.push_back({"main", what, pool, f});
   };
@@ -146,9 +146,12 @@ ContextShape main_shape(const Setup& s, const Candidate& c, int ctx) {
 // The compute buffers with host-resident weights: those used in matmuls are copied into the GPU compute buffer
 // for batches of 32 or more (ggml-cuda offload_op, GGML_OP_OFFLOAD_MIN_BATCH); CPU layers need their own compute.
 ComputeBytes placed_compute(const Setup& s, const Candidate& c, const ContextShape& shape, const GgmlType& tk, const GgmlType& tv) {
-  const Placement& place = s.placement;
+  const Placement& place = c.placement;
   ComputeBytes compute = s.compute(*s.model, shape, tk, tv, c.flash_attn, *s.backend);
   if (!place.host_matmuls()) return compute;
+  // Not yet checked against GPU logs with weights in RAM (more of the graph's peak lands on the GPU there):
+  // the upper bound is widened by half (docs/formulas.md §9).
+  if (s.backend->id != "cpu") compute.device.high += compute.device.high / 2;
   if (shape.n_ubatch >= 32 && s.backend->id != "cpu") {
     compute.device.bytes += c.weight_bytes.largest_host_matrix;
     compute.device.unpadded += c.weight_bytes.largest_host_matrix;
@@ -171,7 +174,7 @@ template <class Put, class PutKv>
 void put_per_gpu(const Setup& s, const Candidate& c, const ContextShape& shape, const GgmlType& tk, const GgmlType& tv,
                  const ComputeBytes& compute, Put& put, PutKv& put_kv) {
   const ModelSpec& m = *s.model;
-  const Placement& place = s.placement;
+  const Placement& place = c.placement;
   const int last = m.layers;
   for (size_t d = 0; d < s.gpu_pools.size(); ++d) {
     const std::string& pool = s.gpu_pools[d];
@@ -199,7 +202,7 @@ Option option_header(const Setup& s, const Candidate& c, const ContextShape& sha
   o.cache_type_v = c.v;
   o.flash_attn = c.flash_attn;
   o.beyond_native = o.ctx_per_slot > s.model->ctx_native;
-  o.below_task_min = o.ctx_per_slot < s.task->ctx_min;
+  o.below_task_min = o.ctx_per_slot < s.min_ctx;
   o.needs = c.needs;
   return o;
 }
@@ -213,7 +216,7 @@ Option account(const Setup& s, const Candidate& c, int ctx) {
   const GgmlType& tk = e.type(c.k, "--cache-type-k");
   const GgmlType& tv = e.type(c.v, "--cache-type-v");
   const ContextShape shape = main_shape(s, c, ctx);
-  const Placement& place = s.placement;
+  const Placement& place = c.placement;
   // KV of each layer lives on that layer's device (offload_kqv, llama-kv-cache.cpp dev_layer(il)).
   const KvCacheBytes kv = kv_cache_bytes(m, e, shape, tk, tv, c.flash_attn, *s.backend, place.first_gpu_layer);
   const KvCacheBytes kv_host = kv_cache_bytes(m, e, shape, tk, tv, c.flash_attn, e.backend("cpu"), 0, place.first_gpu_layer);

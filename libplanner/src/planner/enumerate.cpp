@@ -145,7 +145,7 @@ std::vector<Candidate> enumerate(const Setup& s) {
             if (f == formats.front()) refusals.push_back(check);
             continue;
           }
-          candidates.push_back(Candidate{f, k, v, fa, check.slow, check.needs, check.slow ? check.reason : "", wb});
+          candidates.push_back(Candidate{f, k, v, fa, check.slow, check.needs, check.slow ? check.reason : "", wb, s.placement, false});
         }
   }
   if (candidates.empty()) refuse(s, choices, refusals.front());

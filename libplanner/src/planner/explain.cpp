@@ -64,7 +64,7 @@ std::string weights_line(const Option& best, const std::vector<Option>& all) {
 
 // Context short of the task's target: what reaching it would take.
 std::string context_line(const Setup& s, const Option& best, const std::vector<Option>& all) {
-  const int target = s.task->ctx_target;
+  const int target = s.target_ctx;
   if (best.ctx_per_slot >= target) return {};
   const Option* at_target = nullptr;
   for (const auto& o : all)

@@ -25,8 +25,8 @@ std::string reason_for(const Setup& s, const Option& o) {
   const auto& prior = s.catalog->prior;
   const double kb = k_bits(s, o.cache_type_k), vb = v_bits(s, o.cache_type_v);
   std::vector<std::string> parts;
-  const int target = s.task->ctx_target;
-  if (o.below_task_min) parts.push_back(fmt::format("below the task minimum of {}", s.task->ctx_min));
+  const int target = s.target_ctx;
+  if (o.below_task_min) parts.push_back(fmt::format("below the task minimum of {}", s.min_ctx));
   else if (o.ctx_per_slot >= target) parts.push_back(fmt::format("reaches the {} target", target));
   else parts.push_back(fmt::format("ctx < {} target", target));
   if (o.sum("k_cache") + o.sum("swa_k_cache") == 0) {
@@ -40,21 +40,61 @@ std::string reason_for(const Setup& s, const Option& o) {
   }
   if (!o.flash_attn) parts.push_back("no flash attention");
   if (o.beyond_native) parts.push_back("rope-scaled");
+  if (o.n_cpu_moe) parts.push_back(fmt::format("experts of {} layers in RAM", *o.n_cpu_moe));
+  if (o.n_gpu_layers) parts.push_back(fmt::format("{} layers on the GPU", *o.n_gpu_layers));
   for (const auto& n : o.needs) parts.push_back("needs " + n);
   std::string out;
   for (size_t i = 0; i < parts.size(); ++i) out += (i ? "; " : "") + parts[i];
   return out;
 }
 
-// Ranking rule (docs/ranking.md): options at or above the task minimum first; then the risk band;
-// then context towards the target; then expected loss; then headroom; then a stable tie-break.
+// ---- the ranking objective (docs/ranking.md §5) ----
+// score = w_ctx · ln(min(ctx, target) / target)            context short of the target costs, beyond it nothing
+//       − ln(1 + L)                                         L: the cautious loss, √(expected · 80 % upper bound)
+//       − w_slow · ln(floor / decode)  below the floor      a task that is unusable slowly
+//       + w_fast · ln(min(decode, 8 · floor) / floor)      faster still helps a little, up to 8× the floor
+//       − w_ttft · ln(ttft / ttft_max)  above the maximum   prefill of a prompt as long as the context
+//       (speed unknown: − w_slow · ln(1 / relative), relative = the decode speed against all bytes in device memory)
+// in max_context mode the context term is ln(ctx) with weight 1 (the longest context decides). Tiers before the
+// score: acceptable (risk below avoid) first, then options at or above the task minimum, then (K not pinned)
+// keys above the prior's low_bits: K is starved last.
+namespace {
+constexpr double kWeightContext = 0.05;  // half the target context costs as much as +3.5 % loss
+constexpr double kWeightSlow = 0.25;     // half the floor's speed costs as much as +19 % loss
+constexpr double kWeightFast = 0.02;     // twice the floor's speed is worth 1.4 % loss
+constexpr double kWeightTtft = 0.025;    // twice the first-token limit costs +1.7 % loss: less than halving context
+constexpr double kFastCap = 8;
+}  // namespace
+
+double cautious_loss(const Option& o) {
+  const double e = std::max(0.0, o.quality.expected_loss), h = o.quality.high;
+  return h > e ? std::sqrt(e * h) : e;
+}
+
+double objective(const Setup& s, const Option& o, bool max_context) {
+  const double ctx = std::max(1, o.ctx_per_slot);
+  double score = max_context ? std::log(ctx) : kWeightContext * std::log(std::min(ctx, static_cast<double>(s.target_ctx)) / s.target_ctx);
+  score -= std::log1p(cautious_loss(o));
+  const double floor = s.task->decode_floor_tps;
+  if (o.decode_tps > 0 && floor > 0) {
+    if (o.decode_tps < floor) score -= kWeightSlow * std::log(floor / o.decode_tps);
+    else score += kWeightFast * std::log(std::min(o.decode_tps, kFastCap * floor) / floor);
+  } else if (o.decode_relative < 1) {
+    score += kWeightSlow * std::log(o.decode_relative);  // speed unknown: what RAM costs against device memory
+  }
+  if (o.ttft_s > 0 && s.task->ttft_max_s > 0 && o.ttft_s > s.task->ttft_max_s) score -= kWeightTtft * std::log(o.ttft_s / s.task->ttft_max_s);
+  return score;
+}
+
+// Tiers, then the objective, then headroom (a safety term), then a stable tie-break.
 bool ranks_before(const Setup& s, const Option& a, const Option& b) {
-  const int target = s.task->ctx_target;
-  auto key = [&](const Option& o) {
-    return std::make_tuple(o.below_task_min, static_cast<int>(o.quality.risk), -std::min(o.ctx_per_slot, target));
+  // 4-bit keys only after every 8-bit-K option that reaches the task minimum (unless K was pinned)
+  const bool k_free = !s.request.cache_type_k;
+  auto tier = [&](const Option& o) {
+    return std::make_tuple(o.quality.risk == Risk::avoid, o.below_task_min, k_free && k_bits(s, o.cache_type_k) <= s.catalog->prior.low_bits);
   };
-  if (key(a) != key(b)) return key(a) < key(b);
-  if (a.quality.expected_loss != b.quality.expected_loss) return a.quality.expected_loss < b.quality.expected_loss;
+  if (tier(a) != tier(b)) return tier(a) < tier(b);
+  if (a.score != b.score) return a.score > b.score;
   const Bytes ha = a.device_headroom(), hb = b.device_headroom();
   if (ha != hb) return ha > hb;
   // Deterministic tie-break: flash attention on, then the catalog's order of formats and types.
@@ -65,20 +105,22 @@ bool ranks_before(const Setup& s, const Option& a, const Option& b) {
     auto pos = [](const auto& v, const auto& pred) { return std::find_if(v.begin(), v.end(), pred) - v.begin(); };
     return std::make_tuple(pos(f, [&](const WeightFormat& w) { return w.id == o.weights; }),
                            pos(t, [&](const std::string& x) { return x == o.cache_type_k; }),
-                           pos(t, [&](const std::string& x) { return x == o.cache_type_v; }));
+                           pos(t, [&](const std::string& x) { return x == o.cache_type_v; }),
+                           o.n_cpu_moe.value_or(0), -o.n_gpu_layers.value_or(1 << 20));
   };
   return order(a) < order(b);
 }
 
-// b dominates a: as much context (towards the target), no more loss, no less headroom, one strictly better.
-bool dominates(const Setup& s, const Option& b, const Option& a) {
-  const int t = s.task->ctx_target;
+// b dominates a: at least as good on everything the objective counts and on headroom, strictly better on one.
+bool dominates(const Setup& s, const Option& b, const Option& a, bool max_context) {
+  const int t = max_context ? (1 << 30) : s.target_ctx;
   const int ca = std::min(a.ctx_per_slot, t), cb = std::min(b.ctx_per_slot, t);
-  const double la = a.quality.expected_loss, lb = b.quality.expected_loss;
+  const double la = cautious_loss(a), lb = cautious_loss(b);
   const Bytes ha = a.device_headroom(), hb = b.device_headroom();
-  return cb >= ca && lb <= la && hb >= ha && (cb > ca || lb < la || hb > ha);
+  const bool known = a.decode_tps > 0 && b.decode_tps > 0;  // else what RAM costs stands in for the speed
+  const double da = known ? a.decode_tps : a.decode_relative, db = known ? b.decode_tps : b.decode_relative;
+  const bool risk_ok = static_cast<int>(b.quality.risk) <= static_cast<int>(a.quality.risk);
+  return risk_ok && cb >= ca && lb <= la && hb >= ha && db >= da && (cb > ca || lb < la || hb > ha || db > da);
 }
-
-
 
 }  // namespace kvplan::detail

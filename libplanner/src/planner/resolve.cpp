@@ -63,7 +63,8 @@ std::vector<Pool> make_pools(const Setup& s, const Request& r, const std::vector
     host.kind = "host";
     host.device = "host RAM";
     host.backend = "cpu";
-    host.capacity = r.host_ram.value_or(0);
+    // Unknown host RAM is an assumption, stated (resolve_host_ram), never unbounded: offloaded plans must fit it.
+    host.capacity = r.host_ram.value_or(kAssumedHostRam);
     pools.push_back(host);
   }
   return pools;
@@ -502,17 +503,42 @@ void resolve_fit(Setup& s) {
   }
 }
 
+void check_ctx_size(const Setup& s, int slots);
+
+// kvplan places layers and experts itself when the model does not fit: llama.cpp and Ollama on one discrete
+// GPU with host RAM beside it, when the request pins no placement of its own.
+bool may_place(const Setup& s) {
+  const Request& r = s.request;
+  return !s.own_memory && s.backend->id != "cpu" && s.gpu_pools.size() == 1 && s.pools.back().kind == "host" &&
+         !r.n_gpu_layers && !r.n_cpu_moe && r.override_tensors.empty() && !r.fit_placement;
+}
+
 void resolve_context(Setup& s) {
   const Request& r = s.request;
   s.rotation_rule = s.engine->rule_holds("kv_rotation");
 
-  // Context beyond the native window only when the task wants it or the rope flags were given.
+  // Context beyond the native window only when asked for: the rope flags, or a -c past the native window. Rope
+  // scaling is a trade the model's authors leave to the user (it changes short-context behaviour too).
   const ModelSpec& m = *s.model;
   const int slots = r.kv_unified || s.own_memory ? 1 : std::max(1, r.n_parallel);
   const bool rope_flags = r.rope_scaling || r.rope_scale || r.yarn_orig_ctx;
-  const bool wants_extension = rope_flags || (r.ctx_size && *r.ctx_size > m.ctx_native * slots) ||
-                               (!r.ctx_size && s.task->ctx_target > m.ctx_native);
+  const bool wants_extension = rope_flags || (r.ctx_size && *r.ctx_size > m.ctx_native * slots);
   s.ctx_allowed = wants_extension && m.ctx_extended > 0 ? m.ctx_extended : m.ctx_native;
+  s.target_ctx = std::min(s.task->ctx_target, s.ctx_allowed);
+  s.min_ctx = std::min(s.task->ctx_min, s.ctx_allowed);
+  if (r.ctx_size) return check_ctx_size(s, slots);
+  if (s.task->ctx_target > s.ctx_allowed && m.ctx_extended > s.ctx_allowed && m.rope_scaling)
+    s.warnings.push_back(fmt::format("the {} task wants {} tokens; {} goes past its native {} only with rope scaling "
+                                     "(--rope-scaling {} --rope-scale {:g}): planned within the native window",
+                                     s.task->id, s.task->ctx_target, m.name, m.ctx_native, m.rope_scaling->type, m.rope_scaling->factor));
+  else if (s.task->ctx_min > s.ctx_allowed)
+    s.warnings.push_back(fmt::format("{}'s window of {} tokens is below the {} task's minimum of {}: planned up to the window",
+                                     m.name, s.ctx_allowed, s.task->id, s.task->ctx_min));
+}
+
+void check_ctx_size(const Setup& s, int slots) {
+  const Request& r = s.request;
+  const ModelSpec& m = *s.model;
   if (r.ctx_size) {
     if (*r.ctx_size < kMinCtx)
       throw InputError("--ctx-size", std::to_string(*r.ctx_size), fmt::format("must be at least {}", kMinCtx));
@@ -541,6 +567,7 @@ Setup resolve(const Catalog& c, const Request& request) {
   resolve_engine_fields(s, devices.front().total);
   resolve_fit(s);
   resolve_context(s);
+  s.auto_placement = may_place(s);
   return s;
 }
 

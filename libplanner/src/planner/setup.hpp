@@ -26,6 +26,8 @@ void put_kv_parts(const KvCacheBytes& k, const std::string& pool, Put& put) {
 }
 
 constexpr int kMinCtx = 256;
+// Host RAM when neither --ram nor the machine says: a common desktop's 32 GiB (stated in the plan's warnings).
+constexpr Bytes kAssumedHostRam = 32LL << 30;
 
 // Everything about the request that does not depend on the option.
 struct Setup {
@@ -46,6 +48,10 @@ struct Setup {
   std::map<std::string, double> pool_bandwidth;  // GB/s per pool (the catalog GPU's; host: --ram-bandwidth or 60)
   std::map<std::string, double> pool_tflops;     // FP16 tensor TFLOPS per GPU pool (catalog)
   int ctx_allowed = 0;     // the longest context the plan may use (native, or rope-scaled)
+  // The task's target and minimum per conversation, capped by ctx_allowed: a model whose window is shorter
+  // than the task wants is planned to its window, never to a token count below it (docs/ranking.md §3).
+  int target_ctx = 0, min_ctx = 0;
+  bool auto_placement = false;  // kvplan may keep layers or experts in RAM when the model does not fit the GPU
   bool rotation_rule = false;
   WeightFormat file_format;  // a GGUF's own format when it is not in the catalog (quality unknown)
   Placement placement;       // which layers and experts live on the GPU
@@ -83,6 +89,8 @@ struct Candidate {  // one (weights, K, V, flash attention) combination the engi
   std::vector<std::string> needs;
   std::string slow_reason;
   WeightBytes weight_bytes;
+  Placement placement;       // where its layers and experts live (the request's, or one kvplan chose)
+  bool placed_by_kvplan = false;  // the placement is kvplan's choice: the launch line states it (-ngl, --n-cpu-moe)
 };
 
 
@@ -99,6 +107,12 @@ WeightBytes candidate_weight_bytes(const Setup& s, const WeightFormat& f, const 
 Option account(const Setup& s, const Candidate& c, int ctx);
 int largest_fitting_ctx(const Setup& s, const Candidate& c, int cap);
 
+// ---- placement.cpp: the candidate with layers or experts in RAM so that it fits at ctx (nullopt: never) ----
+std::optional<Candidate> offloaded(const Setup& s, const Candidate& c, int ctx);
+
+// ---- suggest.cpp: verified alternatives ----
+std::vector<Suggestion> suggestions_for(const Setup& s, const Plan& plan);
+
 // ---- speed.cpp: decode and prefill estimates ----
 void estimate_speed(const Setup& s, const Candidate& c, Option& o);
 
@@ -112,8 +126,10 @@ void score(const Setup& s, const Candidate& c, Option& o);
 
 // ---- rank.cpp: the one-line reason, the order, dominance ----
 std::string reason_for(const Setup& s, const Option& o);
+double cautious_loss(const Option& o);
+double objective(const Setup& s, const Option& o, bool max_context);
 bool ranks_before(const Setup& s, const Option& a, const Option& b);
-bool dominates(const Setup& s, const Option& b, const Option& a);
+bool dominates(const Setup& s, const Option& b, const Option& a, bool max_context);
 
 // ---- explain.cpp: why the recommendation, with evidence ----
 std::vector<std::string> explain(const Setup& s, const Option& best, const std::vector<Option>& all);

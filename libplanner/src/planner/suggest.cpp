@@ -1,0 +1,143 @@
+// Verified alternatives (docs/ranking.md §6): each is a changed request that kvplan re-plans before it says a word
+// of it, and carries as arguments a script can re-run. For a plan that recommends nothing: the pins dropped,
+// another engine, a smaller model of the family, a device with more memory. For a fully pinned plan (a pasted
+// command): the longest context with the same weights and types, and kvplan's own pick for the card.
+#include <algorithm>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "kvplan/error.hpp"
+#include "planner/setup.hpp"
+
+namespace kvplan::detail {
+
+namespace {
+
+// The re-planned request's recommendation, or nothing when it has none (or is bad input, e.g. an engine that
+// does not run on this device).
+std::optional<Suggestion> verify(const Catalog& c, Request r, const std::string& summary) {
+  const std::vector<std::string> args = request_args(r);
+  r.suggest = false;
+  try {
+    const Plan p = plan(c, r);
+    if (!p.recommended()) return std::nullopt;
+    r.suggest = true;
+    Suggestion out{summary, r, args, *p.recommended()};
+    return out;
+  } catch (const InputError&) {
+    return std::nullopt;
+  }
+}
+
+std::string describe(const Option& o) {
+  return fmt::format("{} weights, {} tokens, K={} V={}, {} (~{})", o.weights, o.ctx_per_slot, o.cache_type_k, o.cache_type_v,
+                     risk_name(o.quality.risk), loss_pct(o.quality.expected_loss));
+}
+
+void add(std::vector<Suggestion>& out, std::optional<Suggestion> s) {
+  if (!s) return;
+  s->summary += ": " + describe(s->option);
+  out.push_back(std::move(*s));
+}
+
+// The request without what the user pinned about the option (weights, context, cache types, flash attention,
+// placement): kvplan chooses them.
+Request unpinned(const Request& r) {
+  Request u = r;
+  u.weights.reset();
+  u.ctx_size.reset();
+  u.cache_type_k.reset();
+  u.cache_type_v.reset();
+  u.flash_attn = "auto";
+  u.n_gpu_layers.reset();
+  u.n_cpu_moe.reset();
+  u.max_ctx = false;
+  return u;
+}
+
+bool pins_something(const Request& r) {
+  return r.weights || r.ctx_size || r.cache_type_k || r.cache_type_v || r.flash_attn != "auto" || r.n_gpu_layers || r.n_cpu_moe;
+}
+
+// Smaller models of the same family, largest first.
+std::vector<const ModelSpec*> smaller_models(const Catalog& c, const ModelSpec& m) {
+  std::vector<const ModelSpec*> out;
+  for (const auto& x : c.models)
+    if (x.family == m.family && !m.family.empty() && x.params < m.params && x.id != m.id) out.push_back(&x);
+  std::sort(out.begin(), out.end(), [](const ModelSpec* a, const ModelSpec* b) { return a->params > b->params; });
+  return out;
+}
+
+// Catalog devices of the same kind with more memory, smallest first.
+std::vector<const GpuSpec*> larger_devices(const Setup& s) {
+  std::vector<const GpuSpec*> out;
+  const Bytes have = s.pools.front().capacity;
+  for (const auto& g : s.catalog->gpus)
+    if (g.backend == s.backend->id && g.total_mib * kMiB > have + have / 10) out.push_back(&g);  // 10 % more at least
+  std::sort(out.begin(), out.end(), [](const GpuSpec* a, const GpuSpec* b) { return a->total_mib < b->total_mib; });
+  return out;
+}
+
+void when_nothing_acceptable(const Setup& s, std::vector<Suggestion>& out) {
+  const Request& r = s.request;
+  const Catalog& c = *s.catalog;
+  if (pins_something(r)) add(out, verify(c, unpinned(r), "let kvplan choose the weights, context, cache types and placement"));
+  if (s.runtime) {
+    Request e = r;
+    e.engine = "llama.cpp";
+    add(out, verify(c, e, fmt::format("llama.cpp instead of {} (more weight formats, and layers or experts in RAM)", s.runtime->name)));
+  }
+  if (!r.model_spec) {
+    int tried = 0;
+    for (const ModelSpec* m : smaller_models(c, *s.model)) {
+      Request smaller = unpinned(r);
+      smaller.model = m->id;
+      if (auto sug = verify(c, smaller, fmt::format("the smaller {} ({:.1f}B params)", m->name, m->params / 1e9))) {
+        add(out, std::move(sug));
+        break;
+      }
+      if (++tried == 3) break;
+    }
+  }
+  if (s.gpu_pools.size() <= 1 && r.extra_gpus.empty()) {
+    int tried = 0;
+    for (const GpuSpec* g : larger_devices(s)) {
+      Request bigger = unpinned(r);
+      bigger.gpu = g->id;
+      bigger.free.reset();
+      if (auto sug = verify(c, bigger, fmt::format("a device with more memory: {} ({} GiB)", g->name, g->total_mib / 1024))) {
+        add(out, std::move(sug));
+        break;
+      }
+      if (++tried == 4) break;
+    }
+  }
+}
+
+// A fully pinned plan (a pasted launch line): what the same card does with the same weights and types, and
+// what kvplan would pick.
+void for_pinned_plan(const Setup& s, const Plan& p, std::vector<Suggestion>& out) {
+  const Option& have = p.options.front();
+  Request longer = s.request;
+  longer.ctx_size.reset();
+  longer.flash_attn = "auto";
+  if (auto sug = verify(*s.catalog, longer, "the same weights and cache types, the longest context this card holds");
+      sug && sug->option.ctx_per_slot > have.ctx_per_slot)
+    add(out, std::move(sug));
+  if (auto sug = verify(*s.catalog, unpinned(s.request), "kvplan's pick for this card and task");
+      sug && (sug->option.weights != have.weights || sug->option.cache_type_k != have.cache_type_k ||
+              sug->option.cache_type_v != have.cache_type_v || sug->option.ctx_per_slot != have.ctx_per_slot))
+    add(out, std::move(sug));
+}
+
+}  // namespace
+
+std::vector<Suggestion> suggestions_for(const Setup& s, const Plan& p) {
+  std::vector<Suggestion> out;
+  if (p.verdict != "ok") when_nothing_acceptable(s, out);
+  else if (p.mode == "single" && p.fits()) for_pinned_plan(s, p, out);
+  return out;
+}
+
+}  // namespace kvplan::detail
