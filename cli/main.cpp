@@ -11,6 +11,7 @@
 #include <CLI/CLI.hpp>
 
 #include "args.hpp"
+#include "host_memory.hpp"
 #include "kvplan/kvplan.hpp"
 #include "render.hpp"
 
@@ -26,6 +27,29 @@ std::vector<std::string> split_paths(const char* env) {
   while (std::getline(ss, part, ':'))
     if (!part.empty()) out.push_back(part);
   return out;
+}
+
+// Host RAM for offloaded plans: --ram, else KVPLAN_RAM (a size, or "unknown" to leave it to the planner's stated
+// assumption), else what this machine reports (MemAvailable: what the OS can give now), said in the plan.
+void resolve_host_ram(const std::string& flag, kvplan::Request& req) {
+  if (!flag.empty()) {
+    req.host_ram = kvplan::parse_size(flag, "--ram");
+    req.host_ram_source = "--ram";
+    return;
+  }
+  if (const char* env = std::getenv("KVPLAN_RAM"); env && *env) {
+    if (std::string(env) == "unknown") return;
+    req.host_ram = kvplan::parse_size(env, "KVPLAN_RAM");
+    req.host_ram_source = "KVPLAN_RAM";
+    return;
+  }
+  if (const auto mem = kvplan::cli::detect_host_memory()) {
+    const bool available = mem->available_bytes > 0;
+    req.host_ram = available ? mem->available_bytes : mem->total_bytes;
+    std::string source = mem->source;
+    if (const auto at = source.find("MemTotal"); available && at != std::string::npos) source.replace(at, 8, "MemAvailable");
+    req.host_ram_source = "this machine's " + std::string(available ? "available RAM" : "installed RAM") + " (" + source + ")";
+  }
 }
 
 int run(int argc, char** argv) {
@@ -253,7 +277,7 @@ int run(int argc, char** argv) {
   req.accept_risk = accept_risk;
   if (!reserve.empty()) req.reserve = kvplan::parse_size(reserve, "--reserve");
   if (!free_mem.empty()) req.free = kvplan::parse_size(free_mem, "--free");
-  if (!ram.empty()) req.host_ram = kvplan::parse_size(ram, "--ram");
+  resolve_host_ram(ram, req);
   req.host_bandwidth_gbs = ram_bandwidth;
   if (cpu_moe && n_cpu_moe) throw InputError("--cpu-moe", "", "give either --cpu-moe or --n-cpu-moe N, not both");
   if (cpu_moe) req.n_cpu_moe = -1;

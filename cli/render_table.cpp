@@ -179,7 +179,7 @@ std::string render_plan(const Plan& p) {
       out += fmt::format("Speed        decode ~{:.0f} tok/s at {} tokens (bound by {}){}\n", rec->decode_tps, rec->ctx_per_slot,
                          rec->decode_bound, rec->prefill_tps > 0 ? fmt::format(", prefill ~{:.0f} tok/s, first token of a full prompt ~{:.0f} s",
                                                                                rec->prefill_tps, rec->ttft_s) : "");
-    if (rec->n_cpu_moe || rec->n_gpu_layers)
+    if (rec->n_cpu_moe || (rec->n_gpu_layers && *rec->n_gpu_layers >= 0 && *rec->n_gpu_layers <= p.model->layers))
       out += fmt::format("Placement    {} ({} GiB in RAM{})\n",
                          rec->n_cpu_moe ? fmt::format("experts of {} of {} layers in RAM", *rec->n_cpu_moe, p.model->layers)
                                         : fmt::format("{} of {} layers on the GPU", std::min(*rec->n_gpu_layers, p.model->layers), p.model->layers),

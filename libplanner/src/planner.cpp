@@ -138,8 +138,9 @@ struct Sized {
       failing_candidates.push_back(&c);
     }
   }
-  bool acceptable_at_min() const {
-    return std::any_of(fitting.begin(), fitting.end(), [](const Option& o) { return !o.below_task_min && o.quality.risk != Risk::avoid; });
+  // an option at the task minimum that rates mild or better: the model fits the GPU for the task
+  bool good_at_min() const {
+    return std::any_of(fitting.begin(), fitting.end(), [](const Option& o) { return !o.below_task_min && o.quality.risk <= Risk::mild; });
   }
 };
 
@@ -283,10 +284,11 @@ Plan plan(const Catalog& catalog, const Request& request) {
     if (!o.fits()) reached[i] = 0;
     sized.add(std::move(o), reached[i], candidates[i]);
   }
-  // The model does not fit the GPU for the task: the same candidates with layers or experts in RAM.
+  // The model does not fit the GPU for the task (nothing mild or better at its minimum): the same candidates with
+  // layers or experts in RAM, which the objective weighs against the squeezed ones by their speed.
   std::vector<Candidate> placed;
   placed.reserve(candidates.size());
-  if (s.auto_placement && !sized.acceptable_at_min()) {
+  if (s.auto_placement && !sized.good_at_min()) {
     const int at = s.request.ctx_size ? *s.request.ctx_size : cap;
     for (size_t i = 0; i < candidates.size(); ++i)
       if (reached[i] < at)

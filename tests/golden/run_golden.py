@@ -8,7 +8,7 @@ Reads cases.txt next to this script, one case per line:
     name | expected_exit_code | args...
 
 (args split with shlex; '#' comments and blank lines ignored). Each case runs the binary from the
-repository root with LC_ALL=C, COLUMNS=120, NO_COLOR=1 and KVPLAN_DATA unset, and its stdout,
+repository root with LC_ALL=C, COLUMNS=120, NO_COLOR=1, KVPLAN_RAM=unknown and KVPLAN_DATA unset, and its stdout,
 stderr and exit code are compared byte for byte with expected/<name>.out:
 
     <stdout>
@@ -111,6 +111,7 @@ def child_env() -> dict[str, str]:
     env["LC_ALL"] = "C"
     env["COLUMNS"] = "120"
     env["NO_COLOR"] = "1"
+    env["KVPLAN_RAM"] = "unknown"  # not this machine's RAM: outputs must not depend on where the tests run
     return env
 
 

@@ -100,7 +100,7 @@ class Kvplan:
         self.cache: dict[tuple[str, ...], Run] = {}
         self.lock = threading.Lock()
         self.env = {k: v for k, v in os.environ.items() if k != "KVPLAN_DATA"}
-        self.env.update({"LC_ALL": "C", "NO_COLOR": "1", "COLUMNS": "120"})
+        self.env.update({"LC_ALL": "C", "NO_COLOR": "1", "COLUMNS": "120", "KVPLAN_RAM": "unknown"})
         self.calls = 0
 
     def __call__(self, args: list[str]) -> Run:
@@ -776,8 +776,12 @@ class Checker:
             mine = num(rec, key)
             if not isinstance(floor, (int, float)) or mine is None or meets(mine, floor):
                 continue
+            bands = ["free", "mild", "noticeable", "avoid"]
             for o in plan.options:
                 if o is rec or o.get("fits") is False or (risk(o) == "avoid" and not self.accept_risk):
+                    continue
+                # a faster option in a worse quality band is a trade the objective may decline (docs/ranking.md §5)
+                if risk(o) in bands and risk(rec) in bands and bands.index(risk(o)) > bands.index(risk(rec)):
                     continue
                 theirs = num(o, key)
                 if (theirs is not None and meets(theirs, floor) and plan.per_slot(o) >= ctx
@@ -875,10 +879,24 @@ class Checker:
             return  # at the native window: more needs rope flags, which max-context does not add
         bigger = answer + 256 * slots
         base = self.base_args(drop_fa=True)  # --ctx-size pinned: not a --max-ctx request any more
+        # the answer is the largest for the placement it states (kvplan keeps layers or experts in RAM only when
+        # nothing acceptable reaches the task minimum on the GPU): one step more is asked with that placement
+        pl = rec.get("placement") or {}
+        if not any(f in self.sc.args for f in ("-ngl", "--n-gpu-layers", "--n-cpu-moe", "--cpu-moe", "-ot", "--override-tensor")):
+            if pl.get("n_cpu_moe") is not None:
+                base = base + ["--n-cpu-moe", str(pl["n_cpu_moe"])]
+            else:
+                base = base + ["-ngl", str(pl["n_gpu_layers"]) if pl.get("n_gpu_layers") is not None else "99"]
+        bands = ["free", "mild", "noticeable", "avoid"]
+
+        def worse_band(o: dict[str, Any] | None) -> bool:  # max-context ranks mild-or-better answers first
+            return (o is not None and risk(o) in bands and risk(rec) in bands
+                    and bands.index(risk(rec)) <= 1 < bands.index(risk(o)))
+
         for fa in fa_values:
             r = self.kv(with_json(base + ["--ctx-size", str(bigger), "--fa", fa]))
             ok, rp = acceptable(r, self.accept_risk)
-            if ok:
+            if ok and not worse_band(rp.rec):
                 self.res.fail("max-ctx", f"answer {answer} is not the largest: --ctx-size {bigger} --fa {fa} "
                                          f"gives {brief(rp.rec, rp)}")
 

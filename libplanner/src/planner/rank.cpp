@@ -41,7 +41,8 @@ std::string reason_for(const Setup& s, const Option& o) {
   if (!o.flash_attn) parts.push_back("no flash attention");
   if (o.beyond_native) parts.push_back("rope-scaled");
   if (o.n_cpu_moe) parts.push_back(fmt::format("experts of {} layers in RAM", *o.n_cpu_moe));
-  if (o.n_gpu_layers) parts.push_back(fmt::format("{} layers on the GPU", *o.n_gpu_layers));
+  if (o.n_gpu_layers && *o.n_gpu_layers >= 0 && *o.n_gpu_layers <= s.model->layers)
+    parts.push_back(fmt::format("{} layers on the GPU", *o.n_gpu_layers));
   for (const auto& n : o.needs) parts.push_back("needs " + n);
   std::string out;
   for (size_t i = 0; i < parts.size(); ++i) out += (i ? "; " : "") + parts[i];
@@ -52,18 +53,19 @@ std::string reason_for(const Setup& s, const Option& o) {
 // score = w_ctx · ln(min(ctx, target) / target)            context short of the target costs, beyond it nothing
 //       − ln(1 + L)                                         L: the cautious loss, √(expected · 80 % upper bound)
 //       − w_slow · ln(floor / decode)  below the floor      a task that is unusable slowly
-//       + w_fast · ln(min(decode, 8 · floor) / floor)      faster still helps a little, up to 8× the floor
+//       + w_fast · ln(min(decode, 4 · floor) / floor)      faster still helps a little, up to 4× the floor
 //       − w_ttft · ln(ttft / ttft_max)  above the maximum   prefill of a prompt as long as the context
 //       (speed unknown: − w_slow · ln(1 / relative), relative = the decode speed against all bytes in device memory)
 // in max_context mode the context term is ln(ctx) with weight 1 (the longest context decides). Tiers before the
-// score: acceptable (risk below avoid) first, then options at or above the task minimum, then (K not pinned)
+// score: acceptable (risk below avoid) first; in max-context mode mild or better next; then options at or above the
+// task minimum, then (K not pinned)
 // keys above the prior's low_bits: K is starved last.
 namespace {
 constexpr double kWeightContext = 0.05;  // half the target context costs as much as +3.5 % loss
 constexpr double kWeightSlow = 0.25;     // half the floor's speed costs as much as +19 % loss
 constexpr double kWeightFast = 0.02;     // twice the floor's speed is worth 1.4 % loss
 constexpr double kWeightTtft = 0.025;    // twice the first-token limit costs +1.7 % loss: less than halving context
-constexpr double kFastCap = 8;
+constexpr double kFastCap = 4;
 }  // namespace
 
 double cautious_loss(const Option& o) {
@@ -90,8 +92,11 @@ double objective(const Setup& s, const Option& o, bool max_context) {
 bool ranks_before(const Setup& s, const Option& a, const Option& b) {
   // 4-bit keys only after every 8-bit-K option that reaches the task minimum (unless K was pinned)
   const bool k_free = !s.request.cache_type_k;
+  // the longest context (max-context mode) is the longest at which quality stays mild or better, when one is
+  const bool max_context = s.request.max_ctx || (s.request.cache_type_k && s.request.cache_type_v && !s.request.ctx_size);
   auto tier = [&](const Option& o) {
-    return std::make_tuple(o.quality.risk == Risk::avoid, o.below_task_min, k_free && k_bits(s, o.cache_type_k) <= s.catalog->prior.low_bits);
+    return std::make_tuple(o.quality.risk == Risk::avoid, max_context && o.quality.risk > Risk::mild, o.below_task_min,
+                           k_free && k_bits(s, o.cache_type_k) <= s.catalog->prior.low_bits);
   };
   if (tier(a) != tier(b)) return tier(a) < tier(b);
   if (a.score != b.score) return a.score > b.score;
