@@ -300,8 +300,8 @@ def type_eq_bits(eq: dict[str, float]) -> dict[str, tuple[float, float]]:
 
 
 # =====================================================================================================
-# 2. Parameters. Fitted ones carry a regularising prior (the hand-set values of sensitivity.md section 2.3,
-#    with a wide sd): the fit moves away from them where the measurements demand it. log: fitted in log space.
+# 2. Parameters. Fitted ones carry a regularising prior (the hand-set values of prior model version 1,
+#    data/priors/prior.yaml at 1d7ccd2, with a wide sd): the fit moves away from them where the measurements demand it. log: fitted in log space.
 # =====================================================================================================
 
 
@@ -549,9 +549,9 @@ ACC_METRICS = {
     "mrcr_auc_recovery_pct": ("rag", None, 0),
 }
 EXCLUDED_METRICS = {
-    "niah_pass_count": "single-needle retrieval passes even when PPL explodes (sensitivity.md 2.1.6); not a kvplan task",
+    "niah_pass_count": "single-needle retrieval passes even when PPL explodes (TheTom/turboquant_plus NIAH runs; FreeToken PR #268); not a kvplan task",
     "niah_acc_pct": "single-needle retrieval (the two rows differ by a kernel accumulation bug, not the cache type)",
-    "output_similarity_pct": "greedy-decoding divergence, not a loss (sensitivity.md 2.2)",
+    "output_similarity_pct": "greedy-decoding divergence, not a loss (one changed token changes the rest of the text)",
     "nmse_logits": "no conversion to a perplexity change; the two rows are different models",
     "output_tokens_mean": "trace length, not a quality metric",
     "ppl_delta": "absolute PPL change with no baseline PPL",
@@ -968,7 +968,7 @@ def write_yaml(model: Model, eq_bits: dict[str, tuple[float, float]], interval: 
       f"{metrics['order_agree']}/{metrics['order_pairs']} pairs ({metrics['order_share']:.1%}); leave-one-source-out "
       f"Spearman on relative-PPL rows {metrics['loso_rho']:.3f} ({metrics['loso_n']} rows).\n")
     w("prior:\n")
-    w('  source: "tools/fit_priors.py fit to data/priors/measurements.csv (docs/priors.md); starting point shared/research/sensitivity.md 2.3"\n')
+    w('  source: "tools/fit_priors.py fit to data/priors/measurements.csv (docs/priors.md); starting point the hand-set prior of model version 1 (data/priors/prior.yaml at 1d7ccd2)"\n')
     w("  model_version: 3\n")
     w("  # reference point and fixed choices (not fitted)\n")
     w(line("bits_ref", FIXED["bits_ref"], "eq_bits where e = 0 (q4_0)") + "\n")
@@ -976,11 +976,11 @@ def write_yaml(model: Model, eq_bits: dict[str, tuple[float, float]], interval: 
     w(line("size_clamp_high", FIXED["size_clamp_high"], "cap of S(N): keeps extrapolation below the smallest measured model (0.35B) finite") + "\n")
     w(line("low_bits", FIXED["low_bits"], "context growth applies at or below this many equivalent bits (4-bit class)") + "\n")
     w(line("alpha_k_max", FIXED["alpha_k_max"], "cap of alpha_K for very small models") + "\n")
-    w(line("weight_bpw_high", FIXED["weight_bpw_high"], "W bands (sensitivity.md 2.3)") + "\n")
+    w(line("weight_bpw_high", FIXED["weight_bpw_high"], "W bands (as in the hand-set prior v1)") + "\n")
     w(line("weight_bpw_mid", FIXED["weight_bpw_mid"], "") + "\n")
     w(line("w_high", FIXED["w_high"], "reference: weights at >= 6 bpw") + "\n")
     w(line("weight_loss_ref_b", FIXED["weight_loss_ref_b"], "weight losses are measured on LLaMA-3-8B (PR #6936)") + "\n")
-    w(line("band_free", FIXED["band_free"], "risk bands, sensitivity.md 2.3: free < 0.5%, mild < 2%, noticeable < 10%, avoid beyond") + "\n")
+    w(line("band_free", FIXED["band_free"], "risk bands (kvplan's choice, as in the hand-set prior v1): free < 0.5%, mild < 2%, noticeable < 10%, avoid beyond") + "\n")
     w(line("band_mild", FIXED["band_mild"], "") + "\n")
     w(line("band_noticeable", FIXED["band_noticeable"], "") + "\n")
     w(line("beta_k", FIXED["beta_k"], "ln 4, fixed: to second order the loss is proportional to the rounding error's variance, "
@@ -1214,7 +1214,7 @@ def report(rows, model, preds, lp, interval, order, order_loso, rho, insample_rh
       + ", ".join(f"{k} {v:.0%}" for k, v in sorted(share.items(), key=lambda kv: -kv[1]) if v >= 0.01) + ".\n\n")
     w(f"80% interval factors (10th/90th percentile of measured/predicted, leave-one-source-out): "
       f"{interval[0]:.3g} .. {interval[1]:.3g}.\n\n")
-    w("## Parameters\n\nFree parameters (fitted; start = the regularisation centre, from sensitivity.md 2.3 where it has one):\n\n")
+    w("## Parameters\n\nFree parameters (fitted; start = the regularisation centre, from the hand-set prior of model version 1 (data/priors/prior.yaml at 1d7ccd2) where it has one):\n\n")
     w("| parameter | start | fitted | calibrated by |\n|---|---|---|---|\n")
     for p in PARAMS:
         w(f"| `{p.name}` | {fmt(p.init)} | {fmt(model.p[p.name])} | {p.rows} |\n")

@@ -1,7 +1,12 @@
 #include <catch2/catch.hpp>
 
+#include <cctype>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
+#include <utility>
+#include <vector>
 
 #include "helpers.hpp"
 
@@ -134,4 +139,126 @@ TEST_CASE("architectures kvplan does not model are refused, and unknown model fi
     CHECK(e.field() == (dir / "m.yaml").string() + ":3");
   }
   fs::remove_all(dir);
+}
+
+namespace {
+// A citation a user cannot follow: a path into private notes ("shared/...", "/work/..."), the research notes' own file
+// names or labels without a repository path ("sensitivity.md", "research §1.2", "write-up B"), or a section of a
+// bare file name ("notes.md §2.3", "notes.md 2.3"). A path with a directory ("docs/formulas.md §5",
+// "tools/quantize/README.md") names a file of kvplan or of a public repository and passes. Returns what matched.
+std::string private_reference(const std::string& s) {
+  for (const char* needle : {"shared/", "/work/", "research §", "research formulas", "community-reports", "write-up A",
+                             "write-up B", "sensitivity.csv", "peers.md"})
+    if (s.find(needle) != std::string::npos) return needle;
+  for (std::size_t at = s.find(".md"); at != std::string::npos; at = s.find(".md", at + 1)) {
+    std::size_t begin = at;
+    while (begin > 0 && (std::isalnum(static_cast<unsigned char>(s[begin - 1])) || std::strchr("_.-", s[begin - 1]) != nullptr))
+      --begin;
+    if (begin > 0 && s[begin - 1] == '/') continue;  // a path
+    const std::string name = s.substr(begin, at + 3 - begin);
+    if (name == "formulas.md" || name == "sensitivity.md" || name == "catalog.md") return name;
+    std::size_t after = at + 3;
+    while (after < s.size() && s[after] == ' ') ++after;
+    if (s.compare(after, 2, "\xc2\xa7") == 0) return name + " \xc2\xa7";
+    if (after + 2 < s.size() && std::isdigit(static_cast<unsigned char>(s[after])) && s[after + 1] == '.' &&
+        std::isdigit(static_cast<unsigned char>(s[after + 2])))
+      return name + " " + s.substr(after, 3);
+  }
+  return {};
+}
+
+// Every source string the catalog exposes (and the texts printed next to them), labelled by where it is.
+std::vector<std::pair<std::string, std::string>> exposed_sources(const Catalog& c) {
+  std::vector<std::pair<std::string, std::string>> out;
+  auto add = [&](const std::string& where, const std::string& text) { out.emplace_back(where, text); };
+  for (const auto& m : c.models) {
+    add("model " + m.id + " source", m.source);
+    add("model " + m.id + " note", m.note);
+  }
+  for (const auto& g : c.gpus) {
+    add("gpu " + g.id + " source", g.source);
+    add("gpu " + g.id + " total_source", g.total_source);
+  }
+  for (const auto& e : c.engines) {
+    add("engine " + e.id + " build_source", e.build_source);
+    add("engine " + e.id + " margin_source", e.margin_source);
+    for (const auto& b : e.backends) add("engine " + e.id + " backend " + b.id, b.source);
+    for (const auto& r : e.build_rules) add("engine " + e.id + " build rule " + r.rule, r.source);
+  }
+  for (const auto& f : c.weight_formats) {
+    add("format " + f.id + " source", f.source);
+    add("format " + f.id + " quality_source", f.quality_source);
+  }
+  for (const auto& r : c.runtimes) {
+    for (const auto* field : {&r.source, &r.memory_fraction_source, &r.activation_source, &r.overhead_source, &r.margin_source})
+      add("runtime " + r.id, *field);
+    for (const auto& t : r.cache_types) add("runtime " + r.id + " cache type " + t.id, t.source);
+    for (const auto& f : r.weight_formats) add("runtime " + r.id + " format " + f.id, f.source + " " + f.quality_source);
+    for (const auto& rule : r.rules) add("runtime " + r.id + " rule", rule);
+  }
+  for (const auto& t : c.tasks) add("task " + t.id + " source", t.source);
+  add("prior source", c.prior.source);
+  for (const auto& f : c.prior.families) add("prior family " + f.family, f.source);
+  for (const auto& m : c.prior.measured) add("prior measured " + m.id, m.text + " [" + m.source + "]");
+  for (const auto& e : c.prior.evidence) add("prior evidence " + e.id, e.text + " [" + e.source + "]");
+  return out;
+}
+}  // namespace
+
+TEST_CASE("the private-reference check flags what users cannot follow and passes public paths") {
+  CHECK(private_reference("community write-up B, shared/research/community-reports.md; rows writeupB-04") == "shared/");
+  CHECK(private_reference("Source keys as in /work/shared/research/catalog.md") == "shared/");
+  CHECK(private_reference("KVTuner (sensitivity.md \xc2\xa7" "2.1.5)") == "sensitivity.md");
+  CHECK(private_reference("starting point sensitivity.md 2.3") == "sensitivity.md");
+  CHECK(private_reference("swa: formulas.md 7.2 (n_swa 1024)") == "formulas.md");
+  CHECK(private_reference("cc 12.0 per catalog.md (the RTX 5090 reference note)") == "catalog.md");
+  CHECK(private_reference("research \xc2\xa7" "7.4 (DeepSeek-V2-Lite)") == "research \xc2\xa7");
+  CHECK(private_reference("see notes.md \xc2\xa7" "3") == "notes.md \xc2\xa7");
+  CHECK(private_reference("see notes.md 2.3") == "notes.md 2.3");
+  CHECK(private_reference("community write-up A; Level1Techs") == "write-up A");
+  CHECK(private_reference("docs/formulas.md \xc2\xa7" "5.2; llama.cpp tools/quantize/README.md") == "");
+  CHECK(private_reference("sgl-project/sglang docs/advanced_features/quantized_kv_cache.md (PR #10078)") == "");
+  CHECK(private_reference("ATINEO rtx6000ada_specs.md (48 GB)") == "");
+  CHECK(private_reference("a community llama.cpp sweep on Qwen3-0.6B (not re-verified; data/priors/measurements.csv "
+                          "rows writeupB-04, writeupB-05)") == "");
+  // A --data override that cites a private note is found among the catalog's sources.
+  const fs::path dir = fs::temp_directory_path() / "kvplan_catalog_test_private_source";
+  fs::create_directories(dir);
+  {
+    std::ofstream(dir / "gpus.yaml") << "gpus:\n  - id: rtx4090\n    source: \"see shared/research/catalog.md Part C\"\n";
+  }
+  const Catalog c = load_catalog({dir.string()});
+  bool found = false;
+  for (const auto& [where, text] : exposed_sources(c))
+    if (where == "gpu rtx4090 source") found = !private_reference(text).empty();
+  CHECK(found);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("every source the built-in catalog exposes is public: no private notes, no /work/ paths") {
+  const auto sources = exposed_sources(kvtest::catalog());
+  CHECK(sources.size() > 200);
+  for (const auto& [where, text] : sources) {
+    INFO(where << ": " << text);
+    CHECK(private_reference(text) == "");
+  }
+}
+
+TEST_CASE("no file under data/ cites the private research notes") {
+  const fs::path data = fs::path(KVPLAN_SOURCE_DIR) / "data";
+  REQUIRE(fs::is_directory(data));
+  int files = 0;
+  for (const auto& entry : fs::recursive_directory_iterator(data)) {
+    if (!entry.is_regular_file()) continue;
+    ++files;
+    std::ifstream in(entry.path(), std::ios::binary);
+    std::string line;
+    for (int n = 1; std::getline(in, line); ++n) {
+      INFO(entry.path().string() << ":" << n << ": " << line.substr(0, 300));
+      CHECK(line.find("shared/research") == std::string::npos);
+      CHECK(line.find("/work/shared") == std::string::npos);
+      CHECK(private_reference(line) == "");
+    }
+  }
+  CHECK(files >= 20);
 }

@@ -1,4 +1,4 @@
-// What llama.cpp will start (ggml-cuda/fattn.cu, llama-context.cpp), as shared/research/formulas.md §1.2 reads it.
+// What llama.cpp will start (ggml-cuda/fattn.cu ggml_cuda_get_best_fattn_kernel, src/llama-context.cpp), read at b10454.
 #include <catch2/catch.hpp>
 
 #include "engines/llama_cpp.hpp"

@@ -1,5 +1,6 @@
-// KV cache and context rules against the worked examples of shared/research/formulas.md §7,
-// which were computed by hand from llama.cpp's allocation code and checked against its logs.
+// KV cache and context rules against the cases of docs/formulas.md §2-§6, worked by hand from llama.cpp's
+// allocation code (src/llama-kv-cache.cpp, src/llama-kv-cache-iswa.cpp, ggml-cuda.cu), and compute buffers against
+// CUDA log lines.
 #include <catch2/catch.hpp>
 
 #include "helpers.hpp"
@@ -20,7 +21,7 @@ double kv_mib(const ModelSpec& m, const ContextShape& s, const char* k, const ch
 }
 }  // namespace
 
-TEST_CASE("context: n_ctx padded to 256; streams without unified KV (formulas.md §1.2)") {
+TEST_CASE("context: n_ctx padded to 256; streams without unified KV (src/llama-context.cpp)") {
   const ModelSpec& m = kvtest::catalog().model("qwen2.5-coder-32b");
   auto s = context_shape(m, kvtest::engine(), 32768, 1, false, 512, 2048, false);
   CHECK(s.n_ctx == 32768);
@@ -50,7 +51,7 @@ TEST_CASE("build rules are data: before PR #17046 a context without flash attent
   CHECK(context_shape(m, kvtest::engine(), 30000, 1, false, 512, 2048, false, false).n_ctx == 30208);
 }
 
-TEST_CASE("Qwen2.5-Coder-32B KV cache at 32768 cells (formulas.md §7.1)") {
+TEST_CASE("Qwen2.5-Coder-32B KV cache at 32768 cells (docs/formulas.md §2)") {
   const ModelSpec& m = kvtest::catalog().model("qwen2.5-coder-32b");
   const auto s = context_shape(m, kvtest::engine(), 32768, 1, false, 512, 2048, false);
   const KvCase cases[] = {{"f16", "f16", 8192.0},   {"q8_0", "q8_0", 4352.0}, {"q8_0", "q4_0", 3328.0}, {"q4_0", "q4_0", 2304.0},
@@ -63,12 +64,12 @@ TEST_CASE("Qwen2.5-Coder-32B KV cache at 32768 cells (formulas.md §7.1)") {
   const auto kv = kv_cache_bytes(m, kvtest::engine(), s, kvtest::type("q8_0"), kvtest::type("q8_0"), true, kvtest::cuda());
   CHECK(kv.k.bytes + kv.v.bytes == 4563402752LL);
   CHECK(kv.k.bytes == kv.k.unpadded);  // ne0 = 1024 is a multiple of 512: no CUDA row tail
-  // The same bytes with 4 unified slots or 4 streams of 8192 (formulas.md §7.1)
+  // The same bytes with 4 unified slots or 4 streams of 8192 (docs/formulas.md §2)
   const auto s4 = context_shape(m, kvtest::engine(), 32768, 4, false, 512, 2048, false);
   CHECK(kv_mib(m, s4, "f16", "f16") == Approx(8192.0));
 }
 
-TEST_CASE("Gemma 3 27B: 10 full + 52 sliding layers, SWA cache 1536 cells (formulas.md §7.2)") {
+TEST_CASE("Gemma 3 27B: 10 full + 52 sliding layers, SWA cache 1536 cells (docs/formulas.md §2)") {
   const ModelSpec& m = kvtest::catalog().model("gemma-3-27b");
   const auto s = context_shape(m, kvtest::engine(), 32768, 1, false, 512, 2048, false);
   CHECK(s.swa_cells == 1536);
@@ -90,7 +91,7 @@ TEST_CASE("Gemma 3 27B: 10 full + 52 sliding layers, SWA cache 1536 cells (formu
   CHECK(kv_mib(m, np4, "f16", "f16") == Approx(4432.0));
 }
 
-TEST_CASE("gpt-oss-20b: alternating sliding window of 128, SWA cache 768 cells (formulas.md §7.3)") {
+TEST_CASE("gpt-oss-20b: alternating sliding window of 128, SWA cache 768 cells (docs/formulas.md §2)") {
   const ModelSpec& m = kvtest::catalog().model("gpt-oss-20b");
   const auto s = context_shape(m, kvtest::engine(), 32768, 1, false, 512, 2048, false);
   CHECK(s.swa_cells == 768);
@@ -103,7 +104,7 @@ TEST_CASE("gpt-oss-20b: alternating sliding window of 128, SWA cache 768 cells (
   CHECK(mib(kv.swa_k.bytes + kv.swa_v.bytes) == Approx(24.0));
 }
 
-TEST_CASE("CUDA buffers: row tail for quantized tensors, 128-byte alignment (formulas.md §1.1, §7.4)") {
+TEST_CASE("CUDA buffers: row tail for quantized tensors, 128-byte alignment (docs/formulas.md §3)") {
   // DeepSeek-V2-Lite MLA K row of 576 in q8_0 at 32768 cells: 541 472 256 B over 27 layers
   const Figure f = tensor_bytes(kvtest::type("q8_0"), 576, 32768, kvtest::cuda());
   CHECK(f.unpadded == 20054016);
@@ -114,7 +115,7 @@ TEST_CASE("CUDA buffers: row tail for quantized tensors, 128-byte alignment (for
   CHECK(tensor_bytes(kvtest::type("q8_0"), 576, 1, kvtest::engine().backend("cpu")).bytes == 640);  // 612 B padded to 32
 }
 
-TEST_CASE("compute buffer estimates against CUDA logs (formulas.md §1.4)") {
+TEST_CASE("compute buffer estimates against CUDA logs (docs/formulas.md §5.2)") {
   // A Llama-3-8B shape: vocab 128256, n_embd 4096, 32 heads, ubatch 512
   const ModelSpec& m = kvtest::catalog().model("llama-3.1-8b");
   auto s = context_shape(m, kvtest::engine(), 512, 1, false, 512, 2048, false);
@@ -132,13 +133,13 @@ TEST_CASE("compute buffer estimates against CUDA logs (formulas.md §1.4)") {
   s = context_shape(q, kvtest::engine(), 8192, 1, false, 512, 2048, false);
   c = compute_bytes(q, kvtest::engine(), s, kvtest::type("f16"), kvtest::type("f16"), true, kvtest::cuda());
   CHECK(mib(c.device.bytes) == Approx(307.00).margin(0.01));
-  // Qwen2.5-Coder-32B, FA on, q8_0 at 32k: the f16 scratch (128 MiB) stays under the logits block (formulas.md §7.1),
+  // Qwen2.5-Coder-32B, FA on, q8_0 at 32k: the f16 scratch (128 MiB) stays under the logits block (docs/formulas.md §5.2),
   // plus b10454's Hadamard rotation inputs for a quantized cache of head size 128: 128² · 4 (K) + 64² · 4 (V) = 80 KiB
   const ModelSpec& coder = kvtest::catalog().model("qwen2.5-coder-32b");
   s = context_shape(coder, kvtest::engine(), 32768, 1, false, 512, 2048, false);
   c = compute_bytes(coder, kvtest::engine(), s, kvtest::type("q8_0"), kvtest::type("q8_0"), true, kvtest::cuda());
   CHECK(c.device.bytes == 307LL * 1024 * 1024 + 81920);
-  // FA off at 32k: 32768·512·40·4 = 2560 MiB + ~60 MiB (formulas.md §7.1 "about 2.6 GiB")
+  // FA off at 32k: 32768·512·40·4 = 2560 MiB + ~60 MiB (docs/formulas.md §5.2)
   c = compute_bytes(coder, kvtest::engine(), s, kvtest::type("f16"), kvtest::type("f16"), false, kvtest::cuda());
   CHECK(mib(c.device.bytes) == Approx(2620.0).margin(20));
   // llama-server at b10454 reserves logits for min(n_batch, n_parallel · (1 + n_draft)) rows
@@ -189,8 +190,9 @@ TEST_CASE("compute buffer: b10454's Hadamard rotation inputs for quantized cache
   CHECK(extra("deepseek-v2-lite", "q8_0", "q8_0") == 16384);
 }
 
-TEST_CASE("output buffer: n_vocab · n_seq · 4 bytes in pinned host memory (formulas.md §1.3)") {
-  // "vocab 248320 × 4 seqs × 4 B = 3.79 MiB, matching a real log": use a model with that vocab shape
+TEST_CASE("output buffer: n_vocab · n_seq · 4 bytes in pinned host memory (llama-context.cpp output_reserve)") {
+  // vocab 248320 × 4 seqs × 4 B = 3.79 MiB, what a real llama.cpp log reports (origin not recorded): use a model with
+  // that vocab shape
   ModelSpec m = kvtest::catalog().model("qwen2.5-coder-32b");
   m.vocab = 248320;
   const auto s = context_shape(m, kvtest::engine(), 32768, 4, true, 512, 2048, false);

@@ -80,7 +80,7 @@ TEST_CASE("keys weigh more than values at the same bits, for every size (the fit
       INFO(model << " " << t);
       CHECK(assess(model, t, "f16", 8192).expected_loss > assess(model, "f16", t, 8192).expected_loss);
     }
-  // Qwen3-0.6B at 8K, unrotated: K=V=q4_0 far worse than K=f16,V=q4_0 (+280% vs +0.33% measured, write-up B)
+  // Qwen3-0.6B at 8K, unrotated: K=V=q4_0 far worse than K=f16,V=q4_0 (+280% vs +0.33% measured, rows writeupB-04, -05)
   const double both = assess("qwen3-0.6b", "q4_0", "q4_0", 8192, "general", false).expected_loss;
   const double v_only = assess("qwen3-0.6b", "f16", "q4_0", 8192, "general", false).expected_loss;
   CHECK(both > 20 * v_only);
@@ -116,7 +116,7 @@ TEST_CASE("tool calling past 32K is stricter than below it; chat is the most tol
   const double chat = assess("llama-3.1-8b", "q8_0", "q4_0", 65536, "chat").expected_loss;
   CHECK(agent_long > 3 * agent_short);
   CHECK(chat < agent_short);
-  // Fitted: ~3% (sensitivity.md 2.3's hand-made example said ~8%); either way a warning, not "avoid".
+  // Fitted: ~3% (a hand calculation with the hand-set prior v1's values said ~8%); either way a warning, not "avoid".
   CHECK(agent_long > 0.02);
   CHECK(agent_long < 0.10);
   CHECK(priors::risk_band(kvtest::catalog().prior, agent_long) == Risk::noticeable);

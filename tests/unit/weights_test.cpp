@@ -1,5 +1,6 @@
 // Weight sizes from the catalog's shapes and llama-quantize's recipe, against published files
-// (shared/research/catalog.md B2/B4) and the recipe's own rules (src/llama-quant.cpp).
+// (llama.cpp tools/quantize/README.md, bartowski's Qwen3-32B GGUF table, a third-party size of Qwen2.5-Coder-32B)
+// and the recipe's own rules (src/llama-quant.cpp).
 #include <catch2/catch.hpp>
 
 #include <map>
@@ -28,7 +29,7 @@ std::map<std::string, std::string> types_of(const char* model, const char* forma
 }
 }  // namespace
 
-TEST_CASE("Llama-3.1-8B file sizes match llama.cpp's quantize README table (catalog.md B2)") {
+TEST_CASE("Llama-3.1-8B file sizes match llama.cpp's quantize README table (tools/quantize/README.md)") {
   // tools/quantize/README.md, meta-llama/Llama-3.1-8B: Q4_K_M 4.58 GiB, Q8_0 7.95 GiB, F16 14.96 GiB, Q6_K 6.14, Q5_K_M 5.33
   CHECK(file_gib("llama-3.1-8b", "Q4_K_M") == Approx(4.58).epsilon(0.01));
   CHECK(file_gib("llama-3.1-8b", "Q8_0") == Approx(7.95).epsilon(0.01));
@@ -37,7 +38,7 @@ TEST_CASE("Llama-3.1-8B file sizes match llama.cpp's quantize README table (cata
   CHECK(file_gib("llama-3.1-8b", "Q5_K_M") == Approx(5.33).epsilon(0.01));
 }
 
-TEST_CASE("published GGUF sizes of larger models (catalog.md B4)") {
+TEST_CASE("published GGUF sizes of larger models") {
   constexpr double GB = 1e9 / (1024.0 * 1024 * 1024);
   // llama.cpp quantize README memory table: Llama-3.1-70B Q4_K_M 43.1 GB
   CHECK(file_gib("llama-3.1-70b-instruct", "Q4_K_M") == Approx(43.1 * GB).epsilon(0.02));
@@ -67,7 +68,7 @@ TEST_CASE("k-quants fall back when the row does not divide into 256 (gpt-oss n_e
   CHECK(2880 % q.block == 0);
 }
 
-TEST_CASE("full offload keeps token_embd on the host; a tied model copies it to the GPU (formulas.md §1.5)") {
+TEST_CASE("full offload keeps token_embd on the host; a tied model copies it to the GPU (src/llama-model.cpp load_tensors)") {
   const auto& c = kvtest::catalog();
   const ModelSpec& untied = c.model("llama-3.1-8b");
   const ModelSpec& tied = c.model("gemma-3-27b");

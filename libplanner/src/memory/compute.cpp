@@ -43,7 +43,7 @@ double rotation_inputs(const ModelSpec& m, const EngineSpec& engine, const std::
 
 // llama.cpp measures the compute buffer by reserving the worst-case graph (src/llama-context.cpp
 // llama_context::graph_reserve; ggml-alloc plans the peak). These closed forms follow that graph's
-// largest live sets (shared/research/formulas.md §1.4, checked against logs there):
+// largest live sets (docs/formulas.md §5.2; checked against CUDA logs in tests/unit/memory_test.cpp):
 //   logits block   (n_vocab + n_embd) · n_ubatch · 4          result_output f32 and its input
 //   attention, FA off   n_kv · n_ubatch · n_head · 4 + 6 · n_embd · n_ubatch · 4     KQ f32
 //   attention, FA on    quantized K/V: f16 copies n_kv · (k_width + v_width) · 2 (ggml-cuda

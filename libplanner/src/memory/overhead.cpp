@@ -4,7 +4,7 @@
 
 namespace kvplan {
 
-// Memory a process holds outside ggml's buffers (shared/research/formulas.md §6):
+// Memory a process holds outside ggml's buffers (docs/formulas.md §7):
 // the driver context (CUDA: 107 MiB on an RTX 4060 Ti to 555 MiB on an RTX PRO 6000, llama.cpp
 // PR #20595), the cuBLAS workspace (ggml-cuda/common.cuh cublas_handle(): 32 MiB on Hopper and
 // newer, 4 MiB before) and the growth of ggml's VMM pool, which never shrinks.
