@@ -19,7 +19,8 @@ from ._catalog import (  # noqa: E402
     gpu,
     gpus, model, models, read_model, tasks, weight_formats)
 from ._plan import (  # noqa: E402
-    Allocation, Memory, Option, Plan, Pool, PoolUsage, Quality, Resolved, breakdown, max_context, plan)
+    Allocation, Memory, Option, Plan, Pool, PoolUsage, Quality, Resolved, SuggestedOption, Suggestion, breakdown,
+    max_context, plan)
 from ._request import Options, PlanOptions  # noqa: E402
 
 __version__: str = _core.__version__
@@ -28,6 +29,6 @@ SCHEMA_VERSION: int = _core.SCHEMA_VERSION  # the "schema_version" of to_json() 
 __all__ = [
     "Allocation", "Engine", "Gpu", "InputError", "Memory", "Mla", "Model", "Moe", "Option", "Options", "Plan",
     "PlanOptions", "Pool", "PoolUsage", "Quality", "Recurrent", "Resolved", "RopeScaling", "SCHEMA_VERSION",
-    "SlidingWindow", "Task", "WeightFormat", "breakdown", "cache_types", "engine", "engines", "gpu", "gpus", "max_context",
+    "SlidingWindow", "SuggestedOption", "Suggestion", "Task", "WeightFormat", "breakdown", "cache_types", "engine", "engines", "gpu", "gpus", "max_context",
     "model", "models", "plan", "read_model", "tasks", "weight_formats",
 ]

@@ -139,7 +139,7 @@ class Gpu:
 
 @dataclass(frozen=True)
 class Task:
-    """A task profile (data/tasks.yaml): the context it wants and how strictly it punishes loss."""
+    """A task profile (data/tasks.yaml): the context it wants, how strictly it punishes loss, and the speed it needs."""
 
     id: str
     name: str
@@ -149,6 +149,13 @@ class Task:
     ctx_min: int
     aliases: tuple[str, ...]
     source: str
+    decode_floor_tps: float  # decode tokens/s of one conversation below which the task is not usable
+    ttft_max_s: float | None  # the longest time to the first token of a prompt as long as the context (None: no floor)
+    speed_source: str  # why those floors
+
+    @classmethod
+    def _from_core(cls, t: _core.TaskProfile) -> Task:
+        return convert(cls, t, ttft_max_s=t.ttft_max_s or None)
 
 
 @dataclass(frozen=True)
@@ -201,7 +208,7 @@ def gpus(data: PathLike | Sequence[PathLike] | None = None) -> list[Gpu]:
 
 def tasks(data: PathLike | Sequence[PathLike] | None = None) -> list[Task]:
     """Every task profile (the values of task=)."""
-    return [convert(Task, t) for t in catalog(data).tasks]
+    return [Task._from_core(t) for t in catalog(data).tasks]
 
 
 def engines(data: PathLike | Sequence[PathLike] | None = None) -> list[Engine]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import html
 import json
+import shlex
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -171,7 +172,7 @@ class Resolved:
 class Option:
     """One configuration the engine will start: weights, context, K/V types, flash attention, and what it costs."""
 
-    rank: int  # 1 = the recommendation (when the plan fits)
+    rank: int  # 1 = the recommendation (when the verdict is "ok")
     weights: str
     ctx_size: int      # what -c gets (all slots together)
     ctx_per_slot: int  # the longest one conversation can run
@@ -195,6 +196,11 @@ class Option:
     decode_tps_low: float | None  # the same at low bandwidth efficiency
     decode_bound: str  # the pool that takes most of the time per token
     prefill_tps: float | None  # prefill tokens/s of a prompt as long as the context (compute bound; None: unknown)
+    ttft_s: float | None  # seconds to the first token of a prompt as long as ctx_per_slot (None: unknown)
+    decode_relative: float  # decode speed relative to the same bytes all in device memory (1: nothing in RAM)
+    n_gpu_layers: int | None  # kvplan's placement: layers on the GPU as -ngl gives them (None: all)
+    n_cpu_moe: int | None  # experts of the first N layers kept in RAM (--n-cpu-moe N; -1: all; None: none)
+    score: float  # the ranking objective (docs/ranking.md §5; higher is better)
     plan: Plan = dataclasses.field(compare=False)
 
     @classmethod
@@ -212,7 +218,23 @@ class Option:
         return convert(cls, o, rank=rank, fits=o.fits(), memory=memory, allocations=allocations, pools=pools,
                        quality=quality, plan=plan, launches={ln.name: ln.text for ln in o.launches},
                        max_concurrency=o.max_concurrency or None, decode_tps=o.decode_tps or None,
-                       decode_tps_low=o.decode_tps_low or None, prefill_tps=o.prefill_tps or None)
+                       decode_tps_low=o.decode_tps_low or None, prefill_tps=o.prefill_tps or None,
+                       ttft_s=o.ttft_s or None)
+
+    @property
+    def host_bytes(self) -> int:
+        """Bytes of this option's allocations in host RAM (the JSON's placement.host_bytes)."""
+        return sum(u.allocations_bytes for u in self.pools if u.pool == "host")
+
+    @property
+    def placement_text(self) -> str:
+        """'--n-cpu-moe 31' or '-ngl 40' when layers or experts stay in RAM, else '' (every layer on the GPU)."""
+        parts = []
+        if self.n_gpu_layers is not None and 0 <= self.n_gpu_layers <= self.plan.model.layers:
+            parts.append(f"-ngl {self.n_gpu_layers}")
+        if self.n_cpu_moe is not None:
+            parts.append("--cpu-moe" if self.n_cpu_moe < 0 else f"--n-cpu-moe {self.n_cpu_moe}")
+        return " ".join(parts)
 
     @property
     def ctx_text(self) -> str:
@@ -235,9 +257,11 @@ class Option:
 
     def __repr__(self) -> str:
         fits = "" if self.fits else ", DOES NOT FIT"
+        placed = f", {self.placement_text}" if self.placement_text else ""
         return (f"<kvplan.Option #{self.rank}: {self.weights}, {self.ctx_text} tokens, K={self.cache_type_k} "
-                f"V={self.cache_type_v}, FA {'on' if self.flash_attn else 'off'}, total {gib(self.memory.total_bytes)} "
-                f"GiB, headroom {gib(self.memory.headroom_bytes)} GiB, {loss_text(self.quality)}{fits}>")
+                f"V={self.cache_type_v}, FA {'on' if self.flash_attn else 'off'}{placed}, total "
+                f"{gib(self.memory.total_bytes)} GiB, headroom {gib(self.memory.headroom_bytes)} GiB, "
+                f"{loss_text(self.quality)}{fits}>")
 
     def _repr_html_(self) -> str:
         e = html.escape
@@ -249,12 +273,73 @@ class Option:
                            styles=[""] * len(self.allocations) + [" style='font-weight:bold'"] * len(self.pools))
         q = self.quality
         notes = "".join(f"<li>{e(n)}</li>" for n in (*self.needs, *self.warnings, *q.evidence))
+        placed = f", placement {e(self.placement_text)}" if self.placement_text else ""
+        speed = [f"decode ~{self.decode_tps:.1f} tokens/s"] if self.decode_tps else []
+        speed += [f"first token after ~{self.ttft_s:.1f} s"] if self.ttft_s else []
         return (f"<div><p><b>Option #{self.rank}</b>: {e(self.weights)} weights, {self.ctx_text} tokens, "
                 f"K={e(self.cache_type_k)} V={e(self.cache_type_v)}, "
-                f"flash attention {'on' if self.flash_attn else 'off'}"
+                f"flash attention {'on' if self.flash_attn else 'off'}{placed}"
                 f" — {'fits' if self.fits else '<b>does not fit</b>'}; {e(self.reason)}</p>{table}"
-                f"<p>Quality: {e(loss_text(q))}, 80% interval {q.low:.3%} .. {q.high:.3%}</p>"
+                f"<p>Quality: {e(loss_text(q))}, 80% interval {q.low:.3%} .. {q.high:.3%}"
+                f"{'; ' + ', '.join(speed) if speed else ''}</p>"
                 f"{f'<ul>{notes}</ul>' if notes else ''}<pre>{e(self.launch)}</pre></div>")
+
+
+@dataclasses.dataclass(frozen=True)
+class SuggestedOption:
+    """The option a suggestion's request gets, as the JSON's suggestions[].option has it."""
+
+    weights: str
+    ctx_size: int
+    ctx_per_slot: int
+    cache_type_k: str
+    cache_type_v: str
+    flash_attn: bool
+    risk: str  # free | mild | noticeable | avoid
+    expected_loss: float
+    decode_tps: float | None  # None: unknown (a bare size names no bandwidth)
+    n_gpu_layers: int | None
+    n_cpu_moe: int | None
+    launch: str
+
+
+@dataclasses.dataclass(frozen=True, repr=False)
+class Suggestion:
+    """A verified alternative: a changed request that the library re-planned and found acceptable.
+
+    ``args`` are kvplan's command-line arguments for it (``kvplan *args`` prints its plan); ``replan()`` plans it
+    here, and its recommendation is ``option``.
+    """
+
+    summary: str  # one line: what changes and what it gives
+    args: tuple[str, ...]  # kvplan's command-line arguments for the changed request
+    option: SuggestedOption  # what that request recommends
+
+    @classmethod
+    def _from_core(cls, s: _core.Suggestion, index: int, plan: Plan) -> Suggestion:
+        o = s.option
+        option = SuggestedOption(o.weights, o.ctx_size, o.ctx_per_slot, o.cache_type_k, o.cache_type_v, o.flash_attn,
+                                 o.quality.risk.name, o.quality.expected_loss, o.decode_tps or None, o.n_gpu_layers,
+                                 o.n_cpu_moe, o.launch)
+        out = cls(s.summary, tuple(s.args), option)
+        object.__setattr__(out, "_core", s)  # not fields: the request to re-plan, and where the JSON has it
+        object.__setattr__(out, "_at", (plan, index))
+        return out
+
+    def replan(self) -> Plan:
+        """The suggested request planned again: the same plan as `kvplan *args` (its recommendation is `option`)."""
+        core: _core.Suggestion = self.__dict__["_core"]
+        plan: Plan = self.__dict__["_at"][0]
+        return Plan(_core.plan(plan._catalog, core.request), plan._catalog)
+
+    def to_dict(self) -> dict[str, Any]:
+        """This suggestion as the JSON contract has it (an element of Plan.to_dict()["suggestions"])."""
+        plan, index = self.__dict__["_at"]
+        suggestion: dict[str, Any] = plan.to_dict()["suggestions"][index]
+        return suggestion
+
+    def __repr__(self) -> str:
+        return f"<kvplan.Suggestion: {self.summary}>"
 
 
 class Plan:
@@ -273,12 +358,15 @@ class Plan:
     nothing_fits: str | None  # why nothing fits, and what would (None when an option fits)
     explanation: tuple[str, ...]
     fits: bool
+    verdict: str  # ok | nothing_acceptable | nothing_fits
+    nothing_acceptable: str | None  # options fit but every one rates "avoid": why (None otherwise)
+    suggestions: tuple[Suggestion, ...]  # verified alternatives (nothing acceptable or fits; a pinned plan)
 
     def __init__(self, core: _core.Plan, catalog: _core.Catalog) -> None:
         self._core = core
         self._catalog = catalog
         self.model = Model._from_core(core.model)
-        self.task = convert(Task, core.task)
+        self.task = Task._from_core(core.task)
         self.resolved = convert(Resolved, core.resolved, memory_fraction=core.resolved.memory_fraction or None,
                                 fit_target_mib=core.resolved.fit_target_mib or None)
         self.pools = tuple(convert(Pool, p, bounded=p.bounded(), capacity_bytes=p.capacity, reserve_bytes=p.reserve,
@@ -292,11 +380,14 @@ class Plan:
         self.nothing_fits = core.nothing_fits or None
         self.explanation = tuple(core.explanation)
         self.fits = core.fits()
+        self.verdict = core.verdict
+        self.nothing_acceptable = core.nothing_acceptable or None
+        self.suggestions = tuple(Suggestion._from_core(x, i, self) for i, x in enumerate(core.suggestions))
 
     @property
     def recommended(self) -> Option | None:
-        """The first option when it fits, else None."""
-        return self.options[0] if self.fits else None
+        """The first option when the verdict is "ok" (it fits and does not rate avoid), else None."""
+        return self.options[0] if self.verdict == "ok" and self.fits else None
 
     @property
     def device(self) -> Pool:
@@ -322,15 +413,16 @@ class Plan:
                                    "cache_type_v": o.cache_type_v, "flash_attn": o.flash_attn}
             row.update(dataclasses.asdict(o.memory))
             row.update(expected_loss=o.quality.expected_loss, loss_low=o.quality.low, loss_high=o.quality.high,
-                       risk=o.quality.risk, fits=o.fits, reason=o.reason, launch=o.launch)
+                       risk=o.quality.risk, fits=o.fits, n_gpu_layers=o.n_gpu_layers, n_cpu_moe=o.n_cpu_moe,
+                       score=o.score, reason=o.reason, launch=o.launch)
             rows.append(row)
         columns = ["rank", "weights", "ctx_size", "ctx_per_slot", "cache_type_k", "cache_type_v", "flash_attn",
                    *(f.name for f in dataclasses.fields(Memory)), "expected_loss", "loss_low", "loss_high", "risk",
-                   "fits", "reason", "launch"]
+                   "fits", "n_gpu_layers", "n_cpu_moe", "score", "reason", "launch"]
         df = pd.DataFrame(rows, columns=columns)
         ints = {c: "int64" for c in ("rank", "ctx_size", "ctx_per_slot", *(f.name for f in dataclasses.fields(Memory)))}
-        floats = {c: "float64" for c in ("expected_loss", "loss_low", "loss_high")}
-        df = df.astype({**ints, **floats, "flash_attn": "bool", "fits": "bool",
+        floats = {c: "float64" for c in ("expected_loss", "loss_low", "loss_high", "score")}
+        df = df.astype({**ints, **floats, "flash_attn": "bool", "fits": "bool", "n_gpu_layers": "Int64", "n_cpu_moe": "Int64",
                         "risk": pd.CategoricalDtype(RISKS, ordered=True)})
         return df.set_index("rank")
 
@@ -356,7 +448,8 @@ class Plan:
         return seen
 
     def __repr__(self) -> str:
-        lines = [f"<kvplan.Plan mode={self.mode}, {'fits' if self.fits else 'NOTHING FITS'}: {self.model.name} on "
+        verdict = {"ok": "fits", "nothing_acceptable": "NOTHING ACCEPTABLE"}.get(self.verdict, "NOTHING FITS")
+        lines = [f"<kvplan.Plan mode={self.mode}, {verdict}: {self.model.name} on "
                  f"{self.device.device}, task {self.task.id}"]
         cols = ("#", "weights", "ctx", "K", "V", "FA", "total GiB", "headroom", "risk (est. loss)")
         rows = [(str(o.rank), o.weights, o.ctx_text, o.cache_type_k, o.cache_type_v, "on" if o.flash_attn else "off",
@@ -368,8 +461,11 @@ class Plan:
                                           for i, (c, w) in enumerate(zip(r, widths))).rstrip())
         if self.recommended:
             lines.append("  " + self.recommended.launch)
+        elif self.nothing_acceptable:
+            lines.append("  nothing acceptable: " + self.nothing_acceptable)
         elif self.nothing_fits:
             lines.append("  nothing fits: " + self.nothing_fits)
+        lines += [f"  suggestion: {x.summary}" for x in self.suggestions]
         return "\n".join(lines) + ">"
 
     def _repr_html_(self) -> str:
@@ -396,8 +492,13 @@ class Plan:
                     f"<pre>{e(rec.launch)}</pre>")
             if self.explanation:
                 out += "<p>Why</p><ul>" + "".join(f"<li>{e(x)}</li>" for x in self.explanation) + "</ul>"
+        elif self.nothing_acceptable:
+            out += f"<p><b>Nothing acceptable</b>: {e(self.nothing_acceptable)}.</p>"
         else:
             out += f"<p><b>Nothing fits</b>: {e(self.nothing_fits or '')}.</p>"
+        if self.suggestions:
+            out += "<p>Suggestions (each re-planned)</p><ul>" + "".join(
+                f"<li>{e(x.summary)}<br><code>kvplan {e(shlex.join(x.args))}</code></li>" for x in self.suggestions) + "</ul>"
         out += "".join(f"<p>Warning: {e(w)}</p>" for w in (*(rec.warnings if rec else ()), *self.warnings))
         return out + "</div>"
 
@@ -418,7 +519,8 @@ def plan(gpu: str | Sequence[str] | None = None, model: PathLike | None = None, 
          rope_scale: float | None = None, yarn_orig_ctx: int | None = None, engine: str | None = None,
          backend: str | None = None, build: str | None = None, allow_slow: bool | None = None,
          reserve: Size | None = None, free: Size | None = None, host_ram: Size | None = None,
-         top: int | None = None, data: PathLike | Sequence[PathLike] | None = None) -> Plan:
+         top: int | None = None, max_ctx: bool | None = None, accept_risk: bool | None = None,
+         data: PathLike | Sequence[PathLike] | None = None) -> Plan:
     """Plan weights, context and K/V cache types for a model on a GPU: what `kvplan` prints.
 
     gpu: a catalog name ("rtx4090", "RTX 3090") or a size ("24GB" = 24 GiB). model: a catalog name, alias or
@@ -433,9 +535,14 @@ def plan(gpu: str | Sequence[str] | None = None, model: PathLike | None = None, 
     takes one directory or a list (after those in KVPLAN_DATA); host_ram is --ram, cpu_moe --cpu-moe. None keeps
     the CLI's default.
 
-    Pinning cache_type_k and cache_type_v asks for the largest context (mode "max_context"); pinning ctx_size
-    asks for the best types (mode "best_types"); pinning everything sizes one configuration ("single").
-    Raises InputError (a ValueError) for bad input; a plan where nothing fits has fits False and says why.
+    Pinning cache_type_k and cache_type_v, or max_ctx=True (--max-ctx: every setting not pinned free), asks for
+    the largest context (mode "max_context"); pinning ctx_size asks for the best types (mode "best_types");
+    pinning everything sizes one configuration ("single"). When the model does not fit the GPU for the task,
+    kvplan keeps layers or MoE experts in host RAM (host_ram: its size; Option.n_gpu_layers / n_cpu_moe).
+
+    Plan.verdict is "ok" (recommended is the first option), "nothing_acceptable" (options fit but every one rates
+    "avoid" for the task; accept_risk=True takes the least bad) or "nothing_fits"; either of the last two has
+    recommended None and verified Plan.suggestions. Raises InputError (a ValueError) for bad input.
     """
     given = dict(locals())
     cat = catalog(given.pop("data"))
@@ -444,16 +551,27 @@ def plan(gpu: str | Sequence[str] | None = None, model: PathLike | None = None, 
 
 def breakdown(gpu: str, model: PathLike, *, weights: str, ctx_size: int, cache_type_k: str, cache_type_v: str,
               **options: Unpack[Options]) -> Option:
-    """The memory breakdown and quality of one fully pinned configuration, whether it fits or not (see Option.fits)."""
+    """The memory breakdown and quality of one fully pinned configuration, whether it fits or not (see Option.fits).
+
+    The placement is pinned too: every layer on the GPU (-ngl all) unless n_gpu_layers, n_cpu_moe or cpu_moe
+    says otherwise, so a configuration too big for the device does not fit rather than moving layers to RAM.
+    """
+    if all(options.get(k) is None for k in ("n_gpu_layers", "n_cpu_moe", "cpu_moe")):
+        options["n_gpu_layers"] = "all"
     p = plan(gpu, model, weights=weights, ctx_size=ctx_size, cache_type_k=cache_type_k, cache_type_v=cache_type_v,
              **options)
     return p.options[0]
 
 
-def max_context(gpu: str, model: PathLike, *, cache_type_k: str, cache_type_v: str, weights: str | None = None,
-                **options: Unpack[Options]) -> Plan:
-    """The inverse query: the largest context each option reaches with these K/V types (mode "max_context").
+def max_context(gpu: str, model: PathLike, *, cache_type_k: str | None = None, cache_type_v: str | None = None,
+                weights: str | None = None, **options: Unpack[Options]) -> Plan:
+    """The inverse query: the largest context (mode "max_context"), as `kvplan --max-ctx`.
 
-    ``max_context(...).recommended.ctx_per_slot`` is the answer in tokens per conversation.
+    Whatever is not pinned is free: with nothing pinned, the largest context over every weight format, cache
+    type pair, flash attention setting and placement; with cache_type_k and cache_type_v (and weights), the
+    largest context each option reaches with those. ``max_context(...).recommended.ctx_per_slot`` is the answer
+    in tokens per conversation (recommended is None when nothing fits or every option rates "avoid"; the
+    options are still there).
     """
-    return plan(gpu, model, cache_type_k=cache_type_k, cache_type_v=cache_type_v, weights=weights, **options)
+    return plan(gpu, model, cache_type_k=cache_type_k, cache_type_v=cache_type_v, weights=weights, max_ctx=True,
+                **options)

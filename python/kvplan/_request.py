@@ -55,8 +55,9 @@ class Options(TypedDict, total=False):
     allow_slow: bool | None
     reserve: Size | None
     free: Size | None
-    host_ram: Size | None
+    host_ram: Size | None  # --ram: host RAM for layers or experts kept there (default: the planner's stated assumption)
     top: int | None
+    accept_risk: bool | None  # --accept-risk: recommend the least bad option even when every one rates "avoid"
     data: PathLike | Sequence[PathLike] | None
 
 
@@ -67,6 +68,7 @@ class PlanOptions(Options, total=False):
     ctx_size: int | None
     cache_type_k: str | None
     cache_type_v: str | None
+    max_ctx: bool | None  # --max-ctx: the largest context, every setting not pinned free (mode "max_context")
 
 
 # The CLI's flag for each keyword: InputError.field names the flag, InputError.keyword the keyword.
@@ -85,6 +87,7 @@ FLAG_OF_KEYWORD: Mapping[str, str] = {
     "rope_scaling": "--rope-scaling", "rope_scale": "--rope-scale", "yarn_orig_ctx": "--yarn-orig-ctx",
     "engine": "--engine", "backend": "--backend", "build": "--build", "allow_slow": "--allow-slow",
     "reserve": "--reserve", "free": "--free", "host_ram": "--ram", "top": "--top", "data": "--data",
+    "max_ctx": "--max-ctx", "accept_risk": "--accept-risk",
 }
 KEYWORD_OF_FLAG: Mapping[str, str] = {flag: keyword for keyword, flag in FLAG_OF_KEYWORD.items()}
 
@@ -178,6 +181,8 @@ def request(cat: _core.Catalog, **given: object) -> _core.Request:
             continue
         if keyword in _SIZES:
             value = _size(keyword, value)  # type: ignore[arg-type]
+            if keyword == "host_ram":  # where it came from, as the plan says (the CLI's flag)
+                req.host_ram_source = FLAG_OF_KEYWORD[keyword]
         elif keyword == "flash_attn" and isinstance(value, bool):
             value = "on" if value else "off"
         elif keyword == "n_gpu_layers":

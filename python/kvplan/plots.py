@@ -83,16 +83,22 @@ def memory_vs_context(gpu: str, model: PathLike, pairs: Sequence[tuple[str, str]
     upper bounds, which the fit check compares with the budget (device memory less reserve, runtime overhead and
     margin). Each pair's largest fitting context (kvplan.max_context) is marked on the budget line. weights: a
     GGUF format; by default the one kvplan.plan() recommends for the task. contexts: the x values (default: up
-    to the model's longest context). flash_attn defaults to "on" (quantized V needs it); other keywords are
-    kvplan.plan()'s.
+    to the model's longest context). flash_attn defaults to "on" (quantized V needs it), the placement to every
+    layer on the GPU (n_gpu_layers="all", unless n_gpu_layers, n_cpu_moe or cpu_moe is given); other keywords
+    are kvplan.plan()'s.
     """
     if not pairs:
         raise ValueError("pairs is empty: give at least one (cache_type_k, cache_type_v) pair")
     options.setdefault("flash_attn", "on")
+    if all(options.get(k) is None for k in ("n_gpu_layers", "n_cpu_moe", "cpu_moe")):
+        options["n_gpu_layers"] = "all"  # GPU memory against context: no layers moved to RAM
     if weights is None:
         best = plan(gpu, model, **options)
         if best.recommended is None:
-            raise ValueError(f"nothing fits {model} on {gpu} ({best.nothing_fits}); pass weights= to plot anyway")
+            if best.verdict == "nothing_fits":
+                raise ValueError(f"nothing fits {model} on {gpu} ({best.nothing_fits}); pass weights= to plot anyway")
+            raise ValueError(f"nothing acceptable for {model} on {gpu} ({best.nothing_acceptable}); "
+                             "pass weights= to plot anyway")
         weights = best.recommended.weights
     fig, ax = _axes(ax, (9, 5.5))
     device, name = None, str(model)
@@ -110,7 +116,7 @@ def memory_vs_context(gpu: str, model: PathLike, pairs: Sequence[tuple[str, str]
         points = [breakdown(gpu, model, weights=weights, ctx_size=x, cache_type_k=k, cache_type_v=v, **options)
                   for x in xs]
         ys = [p.pools[0].allocations_high_bytes / GiB for p in points]
-        best_fit = inverse.recommended
+        best_fit = inverse.options[0] if inverse.fits else None  # the largest fitting context, whatever its risk
         label = f"K={k} V={v}: " + (f"fits up to {best_fit.ctx_per_slot:,} tokens" if best_fit else "does not fit")
         if best_fit is not None and best_fit.beyond_native:
             label += f" (rope-scaled beyond the native {inverse.model.ctx_native:,})"

@@ -82,7 +82,11 @@ PYBIND11_MODULE(_core, m) {
       .def_readwrite("reserve", &Request::reserve)
       .def_readwrite("free", &Request::free)
       .def_readwrite("host_ram", &Request::host_ram)
-      .def_readwrite("top", &Request::top);
+      .def_readwrite("top", &Request::top)
+      .def_readwrite("max_ctx", &Request::max_ctx)
+      .def_readwrite("accept_risk", &Request::accept_risk)
+      .def_readwrite("host_ram_source", &Request::host_ram_source)
+      .def_readwrite("suggest", &Request::suggest);
 
   // ---------- the plan ----------
   py::enum_<Accuracy>(m, "Accuracy").value("exact", Accuracy::exact).value("estimate", Accuracy::estimate);
@@ -159,6 +163,11 @@ PYBIND11_MODULE(_core, m) {
       .def_readonly("decode_tps_low", &Option::decode_tps_low)
       .def_readonly("decode_bound", &Option::decode_bound)
       .def_readonly("prefill_tps", &Option::prefill_tps)
+      .def_readonly("decode_relative", &Option::decode_relative)
+      .def_readonly("ttft_s", &Option::ttft_s)
+      .def_readonly("n_gpu_layers", &Option::n_gpu_layers)
+      .def_readonly("n_cpu_moe", &Option::n_cpu_moe)
+      .def_readonly("score", &Option::score)
       .def("sum", &Option::sum, py::arg("what"), py::arg("pool") = std::string())
       .def("usage", &Option::usage, py::arg("pool"))
       .def("fits", &Option::fits);
@@ -186,6 +195,12 @@ PYBIND11_MODULE(_core, m) {
       .def_readonly("pipeline_parallel", &Resolved::pipeline_parallel)
       .def_readonly("fit_target_mib", &Resolved::fit_target_mib);
 
+  py::class_<Suggestion>(m, "Suggestion")
+      .def_readonly("summary", &Suggestion::summary)
+      .def_readonly("request", &Suggestion::request)
+      .def_readonly("args", &Suggestion::args)
+      .def_readonly("option", &Suggestion::option);
+
   // model and task point into the catalog, which plan() keeps alive for as long as the plan lives
   py::class_<Plan>(m, "Plan")
       .def_readonly("request", &Plan::request)
@@ -198,6 +213,9 @@ PYBIND11_MODULE(_core, m) {
       .def_readonly("warnings", &Plan::warnings)
       .def_readonly("nothing_fits", &Plan::nothing_fits)
       .def_readonly("explanation", &Plan::explanation)
+      .def_readonly("verdict", &Plan::verdict)
+      .def_readonly("nothing_acceptable", &Plan::nothing_acceptable)
+      .def_readonly("suggestions", &Plan::suggestions)
       .def("fits", &Plan::fits);
 
   // ---------- the catalog ----------
@@ -298,7 +316,10 @@ PYBIND11_MODULE(_core, m) {
       .def_readonly("source", &TaskProfile::source)
       .def_readonly("aliases", &TaskProfile::aliases)
       .def_readonly("ctx_target", &TaskProfile::ctx_target)
-      .def_readonly("ctx_min", &TaskProfile::ctx_min);
+      .def_readonly("ctx_min", &TaskProfile::ctx_min)
+      .def_readonly("decode_floor_tps", &TaskProfile::decode_floor_tps)
+      .def_readonly("ttft_max_s", &TaskProfile::ttft_max_s)
+      .def_readonly("speed_source", &TaskProfile::speed_source);
 
   py::class_<RuntimeCacheType>(m, "RuntimeCacheType")
       .def_readonly("id", &RuntimeCacheType::id)
@@ -332,6 +353,7 @@ PYBIND11_MODULE(_core, m) {
   m.def("load_catalog", &load_catalog, py::arg("extra_dirs"));
   m.def("plan", &plan, py::arg("catalog"), py::arg("request"), py::keep_alive<0, 1>(), py::call_guard<py::gil_scoped_release>());
   m.def("to_json", &to_json, py::arg("plan"), py::arg("indent") = 2);
+  m.def("request_args", &request_args, py::arg("request"));
   m.def("load_model_file",
         [](const std::string& path, const Catalog& catalog, const std::string& engine) {
           return std::const_pointer_cast<ModelSpec>(load_model_file(path, catalog, engine));

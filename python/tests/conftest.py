@@ -27,7 +27,7 @@ ALIASES = {"-m": "--model", "-c": "--ctx-size", "--ctx": "--ctx-size", "-ctk": "
            "--ctkd": "--cache-type-k-draft", "-ctvd": "--cache-type-v-draft", "--ctvd": "--cache-type-v-draft",
            "-ngld": "--n-gpu-layers-draft", "--ngld": "--n-gpu-layers-draft", "--draft-max": "--spec-draft-n-max",
            "-mm": "--mmproj", "-ts": "--tensor-split", "-sm": "--split-mode", "-ot": "--override-tensor"}
-SWITCHES = {"kv_unified", "swa_full", "allow_slow", "cpu_moe"}
+SWITCHES = {"kv_unified", "swa_full", "allow_slow", "cpu_moe", "max_ctx", "accept_risk"}
 INTS = {"ctx_size", "n_parallel", "tensor_parallel", "fit_target_mib", "n_outputs_max", "n_gpu_layers_draft", "draft_max", "n_ubatch", "n_batch", "top", "yarn_orig_ctx", "n_cpu_moe"}
 SUBCOMMANDS = {"models", "gpus", "engines", "explain", "--help", "--version"}
 
@@ -122,6 +122,7 @@ def run_cli(args: list[str]) -> subprocess.CompletedProcess[bytes]:
         pytest.skip("the kvplan CLI is not built (set KVPLAN_CLI)")
     env = {k: v for k, v in os.environ.items() if k != "KVPLAN_DATA"}
     env["LC_ALL"] = "C"
+    env["KVPLAN_RAM"] = "unknown"  # not this machine's RAM: kvplan.plan() never reads it
     return subprocess.run([str(cli), *args], cwd=REPO, env=env, capture_output=True, timeout=120)
 
 

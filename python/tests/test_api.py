@@ -66,8 +66,9 @@ def test_repr_and_html(mission: kvplan.Plan) -> None:
 
 
 def test_nothing_fits() -> None:
-    p = kvplan.plan(gpu="8GB", model="llama-3.1-70b", top=2)
+    p = kvplan.plan(gpu="8GB", model="llama-3.1-70b", host_ram="16GB", top=2)  # no room for the layers in RAM either
     assert not p.fits and p.recommended is None and p.nothing_fits and "would fit a device" in p.nothing_fits
+    assert p.verdict == "nothing_fits" and p.to_dict()["verdict"] == "nothing_fits"
     assert len(p.options) == 2 and not p.options[0].fits and p.options[0].memory.headroom_bytes < 0
     assert "NOTHING FITS" in repr(p) and "Nothing fits" in p._repr_html_() and "DOES NOT FIT" in repr(p.options[0])
 
@@ -88,7 +89,7 @@ def test_breakdown_of_one_configuration() -> None:
 def test_max_context_is_the_inverse_query() -> None:
     p = kvplan.max_context(gpu="rtx4090", model="qwen2.5-coder-32b", cache_type_k="f16", cache_type_v="f16",
                            weights="Q4_K_M")
-    assert p.mode == "max_context" and p.recommended is not None
+    assert p.mode == "max_context" and p.recommended is not None and p.to_dict()["request"]["max_ctx"] is True
     best = p.recommended.ctx_size
     assert kvplan.breakdown(gpu="rtx4090", model="qwen2.5-coder-32b", weights="Q4_K_M", ctx_size=best,
                             cache_type_k="f16", cache_type_v="f16", flash_attn="on").fits
@@ -128,7 +129,7 @@ def test_plan_options_list_every_keyword() -> None:
     params = inspect.signature(kvplan.plan).parameters
     assert kvplan.PlanOptions.__optional_keys__ == set(params) - {"gpu", "model"}
     assert kvplan.Options.__optional_keys__ == set(params) - {"gpu", "model", "weights", "ctx_size", "cache_type_k",
-                                                              "cache_type_v"}
+                                                              "cache_type_v", "max_ctx"}
     flags = kvplan._request.FLAG_OF_KEYWORD
     assert set(flags) == set(params)
 

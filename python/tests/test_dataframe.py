@@ -13,14 +13,16 @@ import kvplan
 def test_plan_dataframe_shape_and_dtypes() -> None:
     p = kvplan.plan(gpu="24GB", model="qwen2.5-coder-32b", task="agentic", top=7)
     df = p.to_dataframe()
-    assert df.shape == (len(p.options), 29)
+    assert df.shape == (len(p.options), 32)
     assert df.index.name == "rank" and list(df.index) == [o.rank for o in p.options]
     assert df.index.dtype == "int64"
     ints = ["ctx_size", "ctx_per_slot", *[c for c in df.columns if c.endswith("_bytes")]]
     assert len(ints) == 18
     for column in ints:
         assert df[column].dtype == "int64", column
-    for column in ("expected_loss", "loss_low", "loss_high"):
+    for column in ("n_gpu_layers", "n_cpu_moe"):  # kvplan's placement: <NA> when every layer is on the GPU
+        assert str(df[column].dtype) == "Int64" and df[column].isna().all(), column
+    for column in ("expected_loss", "loss_low", "loss_high", "score"):
         assert df[column].dtype == "float64", column
     for column in ("flash_attn", "fits"):
         assert df[column].dtype == "bool", column

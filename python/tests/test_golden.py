@@ -66,8 +66,10 @@ def test_to_json_is_the_cli_json(case: Case, in_repo: Path) -> None:
     assert code == case.exit_code, stderr.decode()
     p = kvplan.plan(**keywords(case.args))
     assert p.to_json().encode("utf-8") == stdout
-    assert p.fits == (case.exit_code == 0)
-    assert (p.recommended is None) == (case.exit_code == 1)
+    # exit 0: a recommendation; exit 1: nothing acceptable (options fit, every one rates avoid) or nothing fits
+    assert (p.verdict == "ok") == (case.exit_code == 0) == (p.recommended is not None)
+    assert p.fits == (p.verdict != "nothing_fits")
+    assert [s.to_dict() for s in p.suggestions] == p.to_dict()["suggestions"]
 
 
 @pytest.mark.parametrize("case", ERROR_CASES, ids=lambda c: c.name)
