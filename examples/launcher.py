@@ -4,7 +4,7 @@
     python examples/launcher.py --gpu 24GB --model qwen2.5-coder-32b --task agentic [--plan-json plan.json] [--exec]
 
 Prints the llama-server command line (or runs it with --exec) and keeps the whole plan as JSON, byte-identical
-to `kvplan --json`, for the logs. Exit codes are the CLI's: 0 a plan was found, 1 nothing fits, 2 bad input.
+to `kvplan --json`, for the logs. Exit codes are the CLI's: 0 a plan to run, 1 nothing fits or nothing acceptable, 2 bad input.
 """
 
 from __future__ import annotations
@@ -37,7 +37,10 @@ def main(argv: list[str] | None = None) -> int:
         with open(args.plan_json, "w", encoding="utf-8") as f:
             f.write(plan.to_json())
     if plan.recommended is None:
-        print(f"launcher: nothing fits: {plan.nothing_fits}", file=sys.stderr)
+        why = plan.nothing_acceptable if plan.verdict == "nothing_acceptable" else plan.nothing_fits
+        print(f"launcher: {plan.verdict.replace('_', ' ')}: {why}", file=sys.stderr)
+        for s in plan.suggestions:
+            print(f"launcher:   {s.summary}\n              kvplan {' '.join(s.args)}", file=sys.stderr)
         return 1
     launch = plan.recommended.launch
     print(launch)

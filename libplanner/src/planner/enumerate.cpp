@@ -125,8 +125,12 @@ engines::PairCheck check_candidate(const Setup& s, const CacheChoices& choices, 
 }  // namespace
 
 WeightBytes candidate_weight_bytes(const Setup& s, const WeightFormat& f, const Placement& placement) {
-  return s.own_memory ? engines::runtime_weight_bytes(*s.model, f, s.engine->weights_rel_error_fallback, s.resolved.tensor_parallel)
-                      : weight_bytes(*s.model, f, *s.engine, *s.backend, placement);
+  if (s.own_memory) return engines::runtime_weight_bytes(*s.model, f, s.engine->weights_rel_error_fallback, s.resolved.tensor_parallel);
+  if (!placement.overrides.empty() || !placement.split_points.empty()) return weight_bytes(*s.model, f, *s.engine, *s.backend, placement);
+  const Setup::WeightsKey key{&f, placement.first_gpu_layer, placement.cpu_moe_layers, placement.output_on_gpu};
+  auto it = s.weights_memo.find(key);
+  if (it == s.weights_memo.end()) it = s.weights_memo.emplace(key, weight_bytes(*s.model, f, *s.engine, *s.backend, placement)).first;
+  return it->second;
 }
 
 std::vector<Candidate> enumerate(const Setup& s) {

@@ -70,6 +70,9 @@ struct Setup {
   // figure once per format, and on the CPU backend each is a reserve graph built and placed (docs/benchmarks.md).
   using ComputeKey = std::tuple<const ModelSpec*, const BackendSpec*, std::array<int, 9>, std::string, std::string, bool, bool>;
   mutable std::map<ComputeKey, ComputeBytes> compute_memo;
+  // Weight bytes per (format, placement): the placement search asks for the same layers' split once per K/V pair.
+  using WeightsKey = std::tuple<const WeightFormat*, int, int, bool>;
+  mutable std::map<WeightsKey, WeightBytes> weights_memo;
   ComputeBytes compute(const ModelSpec& m, const ContextShape& sh, const GgmlType& tk, const GgmlType& tv, bool fa,
                        const BackendSpec& b, bool holds_output = true) const {
     const std::array<int, 9> dims{sh.n_ctx, sh.n_ctx_seq, sh.n_stream, sh.n_seq, sh.unified ? 1 : 0, sh.n_ubatch, sh.n_batch,

@@ -41,12 +41,13 @@ void add(std::vector<Suggestion>& out, std::optional<Suggestion> s) {
   out.push_back(std::move(*s));
 }
 
-// The request without what the user pinned about the option (weights, context, cache types, flash attention,
-// placement): kvplan chooses them.
-Request unpinned(const Request& r) {
+// The request without what the user pinned about the option (weights, cache types, flash attention, placement, and
+// unless kept the context): kvplan chooses them. A pinned context is what the user needs, so the other model or
+// the larger device is asked for with it.
+Request unpinned(const Request& r, bool keep_ctx = false) {
   Request u = r;
   u.weights.reset();
-  u.ctx_size.reset();
+  if (!keep_ctx) u.ctx_size.reset();
   u.cache_type_k.reset();
   u.cache_type_v.reset();
   u.flash_attn = "auto";
@@ -69,13 +70,16 @@ std::vector<const ModelSpec*> smaller_models(const Catalog& c, const ModelSpec& 
   return out;
 }
 
+// What a plan may use of a device: a unified-memory chip's working-set limit, a card's total.
+std::int64_t usable_mib(const GpuSpec& g) { return g.unified() && g.working_set_mib > 0 ? g.working_set_mib : g.total_mib; }
+
 // Catalog devices of the same kind with more memory, smallest first.
 std::vector<const GpuSpec*> larger_devices(const Setup& s) {
   std::vector<const GpuSpec*> out;
   const Bytes have = s.pools.front().capacity;
   for (const auto& g : s.catalog->gpus)
-    if (g.backend == s.backend->id && g.total_mib * kMiB > have + have / 10) out.push_back(&g);  // 10 % more at least
-  std::sort(out.begin(), out.end(), [](const GpuSpec* a, const GpuSpec* b) { return a->total_mib < b->total_mib; });
+    if (g.backend == s.backend->id && usable_mib(g) * kMiB > have + have / 10) out.push_back(&g);  // 10 % more at least
+  std::sort(out.begin(), out.end(), [](const GpuSpec* a, const GpuSpec* b) { return usable_mib(*a) < usable_mib(*b); });
   return out;
 }
 
@@ -86,31 +90,33 @@ void when_nothing_acceptable(const Setup& s, std::vector<Suggestion>& out) {
   if (s.runtime) {
     Request e = r;
     e.engine = "llama.cpp";
+    // other engines size a context per conversation; llama.cpp's -c is shared by its slots
+    if (e.ctx_size && !e.kv_unified) e.ctx_size = *e.ctx_size * std::max(1, e.n_parallel);
     add(out, verify(c, e, fmt::format("llama.cpp instead of {} (more weight formats, and layers or experts in RAM)", s.runtime->name)));
   }
   if (!r.model_spec) {
     int tried = 0;
     for (const ModelSpec* m : smaller_models(c, *s.model)) {
-      Request smaller = unpinned(r);
+      Request smaller = unpinned(r, true);
       smaller.model = m->id;
       if (auto sug = verify(c, smaller, fmt::format("the smaller {} ({:.1f}B params)", m->name, m->params / 1e9))) {
         add(out, std::move(sug));
         break;
       }
-      if (++tried == 3) break;
+      if (++tried == 2) break;
     }
   }
   if (s.gpu_pools.size() <= 1 && r.extra_gpus.empty()) {
     int tried = 0;
     for (const GpuSpec* g : larger_devices(s)) {
-      Request bigger = unpinned(r);
+      Request bigger = unpinned(r, true);
       bigger.gpu = g->id;
       bigger.free.reset();
-      if (auto sug = verify(c, bigger, fmt::format("a device with more memory: {} ({} GiB)", g->name, g->total_mib / 1024))) {
+      if (auto sug = verify(c, bigger, fmt::format("a device with more memory: {} ({} GiB)", g->name, usable_mib(*g) / 1024))) {
         add(out, std::move(sug));
         break;
       }
-      if (++tried == 4) break;
+      if (++tried == 3) break;
     }
   }
 }
