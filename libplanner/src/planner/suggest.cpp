@@ -61,11 +61,11 @@ bool pins_something(const Request& r) {
   return r.weights || r.ctx_size || r.cache_type_k || r.cache_type_v || r.flash_attn != "auto" || r.n_gpu_layers || r.n_cpu_moe;
 }
 
-// Smaller models of the same family, largest first.
+// Smaller models of the same family (at least a fifth smaller: a near twin fails the same way), largest first.
 std::vector<const ModelSpec*> smaller_models(const Catalog& c, const ModelSpec& m) {
   std::vector<const ModelSpec*> out;
   for (const auto& x : c.models)
-    if (x.family == m.family && !m.family.empty() && x.params < m.params && x.id != m.id) out.push_back(&x);
+    if (x.family == m.family && !m.family.empty() && x.params * 5 <= m.params * 4 && x.id != m.id) out.push_back(&x);  // 20 % smaller at least
   std::sort(out.begin(), out.end(), [](const ModelSpec* a, const ModelSpec* b) { return a->params > b->params; });
   return out;
 }
@@ -112,7 +112,8 @@ void when_nothing_acceptable(const Setup& s, std::vector<Suggestion>& out) {
       Request bigger = unpinned(r, true);
       bigger.gpu = g->id;
       bigger.free.reset();
-      if (auto sug = verify(c, bigger, fmt::format("a device with more memory: {} ({} GiB)", g->name, usable_mib(*g) / 1024))) {
+      if (auto sug = verify(c, bigger, g->unified() ? fmt::format("a device with more memory: {} ({} GiB, {} GiB of it for the GPU)", g->name, g->total_mib / 1024, usable_mib(*g) / 1024)
+                                   : fmt::format("a device with more memory: {} ({} GiB)", g->name, g->total_mib / 1024))) {
         add(out, std::move(sug));
         break;
       }
