@@ -61,12 +61,38 @@ bool pins_something(const Request& r) {
   return r.weights || r.ctx_size || r.cache_type_k || r.cache_type_v || r.flash_attn != "auto" || r.n_gpu_layers || r.n_cpu_moe;
 }
 
-// Smaller models of the same family (at least a fifth smaller: a near twin fails the same way), largest first.
+// Smaller models of the same family (at least a fifth smaller: a near twin fails the same way), the same line of
+// models first, then the largest.
 std::vector<const ModelSpec*> smaller_models(const Catalog& c, const ModelSpec& m) {
   std::vector<const ModelSpec*> out;
   for (const auto& x : c.models)
     if (x.family == m.family && !m.family.empty() && x.params * 5 <= m.params * 4 && x.id != m.id) out.push_back(&x);  // 20 % smaller at least
-  std::sort(out.begin(), out.end(), [](const ModelSpec* a, const ModelSpec* b) { return a->params > b->params; });
+  // the same line first (qwen2.5-coder-32b -> qwen2.5-coder-14b before qwen2.5-14b): the most id words shared,
+  // size words (32b, 1.5b, a3b) aside
+  auto words = [](const std::string& id) {
+    std::vector<std::string> out;
+    std::string w;
+    for (char ch : id + "-") {
+      if (ch != '-') {
+        w += ch;
+        continue;
+      }
+      const bool size = !w.empty() && (w.back() == 'b' || w.back() == 'm') &&
+                        w.find_first_not_of("0123456789.a", 0) == w.size() - 1 && w.find_first_of("0123456789") != std::string::npos;
+      if (!w.empty() && !size) out.push_back(w);
+      w.clear();
+    }
+    return out;
+  };
+  const std::vector<std::string> mine = words(m.id);
+  auto shared = [&](const ModelSpec* x) {
+    size_t n = 0;
+    for (const auto& w : words(x->id)) n += std::count(mine.begin(), mine.end(), w) > 0;
+    return n;
+  };
+  std::sort(out.begin(), out.end(), [&](const ModelSpec* a, const ModelSpec* b) {
+    return shared(a) != shared(b) ? shared(a) > shared(b) : a->params > b->params;
+  });
   return out;
 }
 
