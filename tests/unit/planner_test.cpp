@@ -27,6 +27,16 @@ Request moe_on_24gb() {
 }
 }  // namespace
 
+namespace {
+Request ask(const char* gpu, const char* model, const char* task = "general") {
+  Request r;
+  r.gpu = gpu;
+  r.model = model;
+  r.task = task;
+  return r;
+}
+}  // namespace
+
 TEST_CASE("the mission: a 32B coder on a 24 GiB card for agentic work") {
   const Plan p = plan(kvtest::catalog(), mission());
   REQUIRE(p.recommended());
@@ -132,9 +142,7 @@ TEST_CASE("nothing fits is a result that says what is missing") {
 }
 
 TEST_CASE("placement by default: a dense model that does not fit keeps layers in RAM, an MoE its experts") {
-  Request r;
-  r.gpu = "8GB";
-  r.model = "llama-3.1-70b-instruct";
+  Request r = ask("8GB", "llama-3.1-70b-instruct");
   r.host_ram = 128LL << 30;
   const Plan dense = plan(kvtest::catalog(), r);
   REQUIRE(dense.recommended());
@@ -172,10 +180,7 @@ TEST_CASE("placement by default: a dense model that does not fit keeps layers in
 }
 
 TEST_CASE("honest exits: every fitting option rates avoid -> nothing acceptable, unless accepted") {
-  Request r;
-  r.gpu = "8GB";
-  r.model = "qwen2.5-14b";
-  r.task = "reasoning";
+  Request r = ask("8GB", "qwen2.5-14b", "reasoning");
   r.host_ram = 1LL << 30;  // no room to offload: only the squeezed full-GPU options fit
   const Plan p = plan(kvtest::catalog(), r);
   REQUIRE(p.fits());
@@ -201,10 +206,7 @@ TEST_CASE("honest exits: every fitting option rates avoid -> nothing acceptable,
 }
 
 TEST_CASE("the task's context is capped by the model's window, never a token count below it") {
-  Request r;
-  r.gpu = "rtx4090";
-  r.model = "yi-1.5-34b";  // native 4096, below the agentic minimum of 16384
-  r.task = "agentic";
+  Request r = ask("rtx4090", "yi-1.5-34b", "agentic");  // native 4096, below the agentic minimum of 16384
   const Plan p = plan(kvtest::catalog(), r);
   REQUIRE(p.recommended());
   CHECK(p.recommended()->ctx_per_slot == 4096);
@@ -212,9 +214,7 @@ TEST_CASE("the task's context is capped by the model's window, never a token cou
 }
 
 TEST_CASE("max context: the largest over every free setting, flash attention included") {
-  Request r;
-  r.gpu = "rtx4090";
-  r.model = "qwen3-coder-30b-a3b";
+  Request r = ask("rtx4090", "qwen3-coder-30b-a3b");
   r.weights = "Q4_K_M";
   r.cache_type_k = r.cache_type_v = "f16";
   const Plan p = plan(kvtest::catalog(), r);
