@@ -45,8 +45,8 @@ Bytes parse_size(std::string_view text, std::string_view field) {
   else
     throw InputError(std::string(field), original, "unknown size unit", accepted);
   const double bytes = number * static_cast<double>(scale);
-  if (!std::isfinite(bytes) || bytes <= 0 || bytes > 1e18)
-    throw InputError(std::string(field), original, "size out of range", accepted);
+  if (!std::isfinite(bytes) || bytes < 1 || bytes > 1e18)
+    throw InputError(std::string(field), original, "size out of range (at least 1 byte, at most 1e18 bytes)", accepted);
   return static_cast<Bytes>(std::llround(bytes));
 }
 

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "kvplan/checked.hpp"
+
 namespace kvplan {
 
 // ---------- models ----------
@@ -130,7 +132,11 @@ struct GgmlType {
   int block = 1;
   int bytes = 0;  // per block
   bool quantized() const { return block > 1; }
-  std::int64_t row_size(std::int64_t n) const { return n / block * bytes; }  // ggml_row_size
+  // ggml_row_size; block and bytes are positive (checked where the engine's data is read)
+  std::int64_t row_size(std::int64_t n) const {
+    if (block <= 0) throw InputError("ggml_types." + name + ".block", std::to_string(block), "must be positive");
+    return checked_mul(n / block, bytes, "tensor row size");
+  }
 };
 
 struct Estimate {  // a closed-form estimate: typical value and the upper bound the fit check uses

@@ -40,8 +40,9 @@ struct GgufHeader {
 // InputError naming `name` for anything that is not a well-formed GGUF.
 GgufHeader parse_gguf_header(const std::uint8_t* data, std::size_t size, std::uint64_t file_size, const std::string& name);
 
-// Read a GGUF file's header (reading only as much of the file as the header takes).
-GgufHeader read_gguf_header(const std::string& path);
+// Read a GGUF file's header (reading only as much of the file as the header takes, at most 256 MiB).
+// `field` names the flag the path came from in errors.
+GgufHeader read_gguf_header(const std::string& path, const std::string& field = "--model");
 
 // A model from a GGUF (split files are followed), a config.json, or a folder with a config.json.
 // The result carries the exact tensors (GGUF) or the fields used and assumed (config.json).

@@ -4,6 +4,8 @@
 #include <string>
 #include <string_view>
 
+#include "kvplan/checked.hpp"
+
 namespace kvplan {
 
 using Bytes = std::int64_t;
@@ -16,8 +18,12 @@ inline constexpr Bytes kGiB = 1024 * kMiB;
 // rejected (ambiguous). Throws InputError naming `field`.
 Bytes parse_size(std::string_view text, std::string_view field);
 
-// Round x up to a multiple of n (ggml GGML_PAD).
-constexpr std::int64_t pad_to(std::int64_t x, std::int64_t n) { return (x + n - 1) / n * n; }
+// Round x up to a multiple of n (ggml GGML_PAD); n must be positive (a data file's zero padding or alignment
+// is refused where it is read; this is the last guard), and the result must fit 64 bits.
+inline std::int64_t pad_to(std::int64_t x, std::int64_t n) {
+  if (n <= 0) throw InputError("padding", std::to_string(n), "a padding or alignment must be positive");
+  return checked_mul(checked_add(x, n - 1, "padded size") / n, n, "padded size");
+}
 
 std::string format_gib(Bytes b);  // "18.08" (two decimals, no unit)
 std::string format_mib(Bytes b);  // "4352.00"

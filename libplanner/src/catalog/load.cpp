@@ -6,11 +6,16 @@
 #include <map>
 #include <sstream>
 
+#include <cmath>
+#include <type_traits>
+
+#include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
 #include "catalog/embedded.hpp"
 #include "kvplan/catalog.hpp"
 #include "kvplan/error.hpp"
+#include "model_files/validate.hpp"
 
 namespace kvplan {
 namespace {
@@ -46,7 +51,18 @@ void merge_entry(std::vector<Entry>& entries, const YAML::Node& node, const std:
   for (const auto& kv : node) it->fields[kv.first.as<std::string>()] = {kv.second, file};
 }
 
+void add_document_body(Sources& sources, const std::string& text, const std::string& file);
+
+// A data file's shape errors (a key that is a list, an entry that is a scalar) are bad input naming the file.
 void add_document(Sources& sources, const std::string& text, const std::string& file) {
+  try {
+    add_document_body(sources, text, file);
+  } catch (const YAML::Exception& e) {
+    throw InputError(e.mark.line >= 0 ? file + ":" + std::to_string(e.mark.line + 1) : file, "", "malformed data file: " + e.msg);
+  }
+}
+
+void add_document_body(Sources& sources, const std::string& text, const std::string& file) {
   YAML::Node root;
   try {
     root = YAML::Load(text);
@@ -96,11 +112,26 @@ class Reader {
   const YAML::Node* node(const std::string& key) const { return has(key) ? &e_.fields.at(key).first : nullptr; }
   template <typename T>
   T convert(const std::string& key, const YAML::Node& n) const {
+    T out{};
     try {
-      return n.as<T>();
+      out = n.as<T>();
     } catch (const YAML::Exception&) {
-      throw InputError(location(key, n), YAML::Dump(n), collection_ + " '" + e_.id + "' field '" + key + "' has the wrong type");
+      throw InputError(location(key, n), n.IsDefined() ? YAML::Dump(n) : std::string(),
+                       collection_ + " '" + e_.id + "' field '" + key + "' has the wrong type");
     }
+    if constexpr (std::is_floating_point_v<T>) {
+      if (!std::isfinite(out))
+        throw InputError(location(key, n), YAML::Dump(n), collection_ + " '" + e_.id + "' field '" + key + "' must be a finite number");
+    }
+    return out;
+  }
+  // A number of a field within [lo, hi] (`what` says what the number is).
+  template <typename T>
+  void range(const std::string& key, T v, T lo, T hi, const std::string& what = "") const {
+    if (v < lo || v > hi)
+      throw InputError(location(key), fmt::format("{}", v),
+                       fmt::format("{} '{}' field '{}' is out of range{}", collection_, e_.id, key, what.empty() ? "" : " (" + what + ")"),
+                       {fmt::format("{}..{}", lo, hi)});
   }
   std::string location(const std::string& key = {}, const YAML::Node& n = YAML::Node()) const {
     if (!key.empty() && e_.fields.count(key)) return where(e_.fields.at(key).second, n.IsDefined() ? n : e_.fields.at(key).first);
@@ -228,6 +259,11 @@ ModelSpec read_model(const Reader& r) {
     moe.dense_lead = (*n)["dense_lead"] ? r.convert<int>("moe.dense_lead", (*n)["dense_lead"]) : 0;
     m.moe = moe;
   }
+  // The numbers as a whole, with the same ranges as a GGUF's or a config.json's (model_files/validate.hpp).
+  detail::check_model(m, [&](const std::string& field, const std::string& value, const std::string& problem, const std::string& accepted) {
+    const std::string top = field.substr(0, field.find('.'));
+    throw InputError(r.location(top), value, "model '" + m.id + "' field '" + field + "' " + problem, {accepted});
+  });
   return m;
 }
 
@@ -242,12 +278,14 @@ GpuSpec read_gpu(const Reader& r) {
   if (g.memory_kind != "dedicated" && g.memory_kind != "unified")
     throw InputError(r.location("memory"), g.memory_kind, "gpu '" + g.id + "' memory must be", {"dedicated", "unified"});
   g.total_mib = r.get<long long>("total_mib");
-  require_positive(r, "total_mib", g.total_mib);
+  r.range<long long>("total_mib", g.total_mib, 1, 1LL << 30, "MiB");
   g.total_source = r.get<std::string>("total_source", "");
   g.working_set_mib = r.get<long long>("working_set_mib", 0);
+  r.range<long long>("working_set_mib", g.working_set_mib, 0, g.total_mib, "MiB, at most total_mib");
   g.compute_capability = r.get<std::string>("compute_capability", "");
   g.arch = r.get<std::string>("arch", "");
   g.bandwidth_gbs = r.get<double>("bandwidth_gbs", 0);
+  r.range("bandwidth_gbs", g.bandwidth_gbs, 0.0, 1e6, "GB/s");
   g.fp16_tflops = r.get<double>("fp16_tflops", 0);
   if (g.fp16_tflops < 0) throw InputError(r.location("fp16_tflops"), std::to_string(g.fp16_tflops), "must not be negative");
   g.source = r.get<std::string>("source", "");
@@ -273,6 +311,9 @@ EngineSpec read_engine(const Reader& r) {
       t.id = sub<int>(r, kv.second, "ggml_types." + t.name, "id");
       t.block = sub<int>(r, kv.second, "ggml_types." + t.name, "block");
       t.bytes = sub<int>(r, kv.second, "ggml_types." + t.name, "bytes");
+      r.range("ggml_types", t.block, 1, 1 << 16, "ggml_types." + t.name + ".block: elements per block");
+      r.range("ggml_types", t.bytes, 1, 1 << 20, "ggml_types." + t.name + ".bytes: bytes per block");
+      r.range("ggml_types", t.id, 0, 1 << 16, "ggml_types." + t.name + ".id");
       e.ggml_types.push_back(t);
     }
   }
@@ -321,21 +362,32 @@ EngineSpec read_engine(const Reader& r) {
   e.margin_mib = r.get<long long>("margin_mib", 0);
   e.weights_rel_error = r.get<double>("weights_rel_error", 0);
   e.weights_rel_error_fallback = r.get<double>("weights_rel_error_fallback", e.weights_rel_error);
+  // Numbers the memory rules divide by or pad to must be positive (a zero ctx_pad once divided by zero).
+  r.range("ctx_pad", e.ctx_pad, 1, 1 << 16, "tokens");
+  r.range("ctx_pad_legacy_no_fa", e.ctx_pad_legacy_no_fa, 1, 1 << 16, "tokens");
+  r.range("default_ubatch", e.default_ubatch, 1, 65536, "tokens");
+  r.range("default_batch", e.default_batch, 1, 1 << 20, "tokens");
+  r.range<long long>("margin_mib", e.margin_mib, 0, 1LL << 20, "MiB");
+  r.range("weights_rel_error", e.weights_rel_error, 0.0, 10.0, "a fraction");
+  r.range("weights_rel_error_fallback", e.weights_rel_error_fallback, 0.0, 10.0, "a fraction");
   e.margin_source = r.get<std::string>("margin_source", "");
   if (const auto* n = r.node("backends")) {
     for (const auto& b : *n) {
       BackendSpec s;
       s.id = sub<std::string>(r, b, "backends", "id");
-      s.name = b["name"] ? b["name"].as<std::string>() : s.id;
-      s.verified = b["verified"] && b["verified"].as<bool>();
+      s.name = b["name"] ? r.convert<std::string>("name", b["name"]) : s.id;
+      s.verified = b["verified"] && r.convert<bool>("verified", b["verified"]);
       s.alignment = sub<int>(r, b, "backends." + s.id, "alignment");
-      s.matrix_row_padding = b["matrix_row_padding"] ? b["matrix_row_padding"].as<int>() : 0;
+      if (s.alignment < 1 || s.alignment > (1 << 20) || (s.alignment & (s.alignment - 1)) != 0)
+        throw InputError(r.location("backends", b["alignment"]), std::to_string(s.alignment),
+                         "engine '" + e.id + "' backends." + s.id + ".alignment must be a power of two", {"1..1048576"});
+      s.matrix_row_padding = b["matrix_row_padding"] ? r.convert<int>("matrix_row_padding", b["matrix_row_padding"]) : 0;
       s.fa_types_default = sub<std::vector<std::string>>(r, b, "backends." + s.id, "fa_types_default");
-      s.fa_types_all_quants = b["fa_types_all_quants"] ? b["fa_types_all_quants"].as<std::vector<std::string>>() : s.fa_types_default;
-      s.fa_mixed_default = b["fa_mixed_default"] && b["fa_mixed_default"].as<bool>();
-      s.fa_mixed_slow = b["fa_mixed_slow"] && b["fa_mixed_slow"].as<bool>();
-      s.fa_mixed_all_quants = !b["fa_mixed_all_quants"] || b["fa_mixed_all_quants"].as<bool>();
-      s.fa_head_sizes = b["fa_head_sizes"] ? b["fa_head_sizes"].as<std::vector<int>>() : std::vector<int>{};
+      s.fa_types_all_quants = b["fa_types_all_quants"] ? r.convert<std::vector<std::string>>("fa_types_all_quants", b["fa_types_all_quants"]) : s.fa_types_default;
+      s.fa_mixed_default = b["fa_mixed_default"] && r.convert<bool>("fa_mixed_default", b["fa_mixed_default"]);
+      s.fa_mixed_slow = b["fa_mixed_slow"] && r.convert<bool>("fa_mixed_slow", b["fa_mixed_slow"]);
+      s.fa_mixed_all_quants = !b["fa_mixed_all_quants"] || r.convert<bool>("fa_mixed_all_quants", b["fa_mixed_all_quants"]);
+      s.fa_head_sizes = b["fa_head_sizes"] ? r.convert<std::vector<int>>("fa_head_sizes", b["fa_head_sizes"]) : std::vector<int>{};
       if (b["fa_head_pairs"])
         for (const auto& pair : b["fa_head_pairs"]) {
           const auto v = pair.as<std::vector<int>>();
@@ -344,10 +396,18 @@ EngineSpec read_engine(const Reader& r) {
         }
       s.context = read_estimate(r, b["context"], "backends." + s.id + ".context");
       s.pool = read_estimate(r, b["pool"], "backends." + s.id + ".pool");
-      s.blas_workspace_mib = b["blas_workspace_mib"] ? b["blas_workspace_mib"].as<long long>() : 0;
-      s.blas_workspace_mib_hopper = b["blas_workspace_mib_hopper"] ? b["blas_workspace_mib_hopper"].as<long long>() : s.blas_workspace_mib;
-      s.compute_rel_error = b["compute_rel_error"] ? b["compute_rel_error"].as<double>() : 0.1;
-      s.source = b["source"] ? b["source"].as<std::string>() : "";
+      s.blas_workspace_mib = b["blas_workspace_mib"] ? r.convert<long long>("blas_workspace_mib", b["blas_workspace_mib"]) : 0;
+      s.blas_workspace_mib_hopper = b["blas_workspace_mib_hopper"] ? r.convert<long long>("blas_workspace_mib_hopper", b["blas_workspace_mib_hopper"]) : s.blas_workspace_mib;
+      s.compute_rel_error = b["compute_rel_error"] ? r.convert<double>("compute_rel_error", b["compute_rel_error"]) : 0.1;
+      r.range("backends", s.matrix_row_padding, 0, 1 << 16, "backends." + s.id + ".matrix_row_padding");
+      r.range<long long>("backends", s.blas_workspace_mib, 0, 1 << 20, "backends." + s.id + ".blas_workspace_mib");
+      r.range<long long>("backends", s.blas_workspace_mib_hopper, 0, 1 << 20, "backends." + s.id + ".blas_workspace_mib_hopper");
+      r.range("backends", s.compute_rel_error, 0.0, 10.0, "backends." + s.id + ".compute_rel_error");
+      for (const Estimate* est : {&s.context, &s.pool})
+        if (est->typical_mib < 0 || est->high_mib < est->typical_mib || est->high_mib > (1 << 20))
+          throw InputError(r.location("backends", b), fmt::format("{}..{}", est->typical_mib, est->high_mib),
+                           "engine '" + e.id + "' backends." + s.id + " estimates need 0 <= typical_mib <= high_mib <= 1048576");
+      s.source = b["source"] ? r.convert<std::string>("source", b["source"]) : "";
       e.backends.push_back(s);
     }
   }
@@ -355,10 +415,10 @@ EngineSpec read_engine(const Reader& r) {
     for (const auto& b : *n) {
       BuildRule rule;
       rule.rule = sub<std::string>(r, b, "build_rules", "rule");
-      rule.value = b["value"] ? b["value"].as<std::string>() : "";
+      rule.value = b["value"] ? r.convert<std::string>("value", b["value"]) : "";
       rule.source = sub<std::string>(r, b, "build_rules", "source");
-      rule.from_build = b["from_build"] ? b["from_build"].as<int>() : 0;
-      rule.until_build = b["until_build"] ? b["until_build"].as<int>() : 0;
+      rule.from_build = b["from_build"] ? r.convert<int>("from_build", b["from_build"]) : 0;
+      rule.until_build = b["until_build"] ? r.convert<int>("until_build", b["until_build"]) : 0;
       e.build_rules.push_back(rule);
     }
   }
@@ -380,14 +440,14 @@ WeightFormat read_format(const Reader& r) {
       if (!tensors) throw InputError(r.location("rules", rule), "", "format '" + f.id + "' rule lacks 'tensors'");
       t.tensors = tensors.IsSequence() ? tensors.as<std::vector<std::string>>() : std::vector<std::string>{tensors.as<std::string>()};
       t.type = sub<std::string>(r, rule, "rules", "type");
-      t.layers = rule["layers"] ? rule["layers"].as<std::string>() : "all";
+      t.layers = rule["layers"] ? r.convert<std::string>("layers", rule["layers"]) : "all";
       static const std::vector<std::string> selectors = {"all", "more_bits", "first_eighth", "first_sixteenth", "first_n"};
       if (std::find(selectors.begin(), selectors.end(), t.layers) == selectors.end())
         throw InputError(r.location("rules", rule), t.layers, "format '" + f.id + "' unknown layer selector", selectors);
-      t.first_n = rule["first_n"] ? rule["first_n"].as<int>() : 0;
-      t.min_gqa = rule["min_gqa"] ? rule["min_gqa"].as<int>() : 0;
-      t.experts = rule["experts"] ? rule["experts"].as<int>() : -1;
-      t.n_layer = rule["n_layer"] ? rule["n_layer"].as<int>() : 0;
+      t.first_n = rule["first_n"] ? r.convert<int>("first_n", rule["first_n"]) : 0;
+      t.min_gqa = rule["min_gqa"] ? r.convert<int>("min_gqa", rule["min_gqa"]) : 0;
+      t.experts = rule["experts"] ? r.convert<int>("experts", rule["experts"]) : -1;
+      t.n_layer = rule["n_layer"] ? r.convert<int>("n_layer", rule["n_layer"]) : 0;
       f.rules.push_back(t);
     }
   }
@@ -396,6 +456,9 @@ WeightFormat read_format(const Reader& r) {
   f.rel_loss_estimate = !has_measured || r.get<bool>("estimate", false);
   f.bpw_llama31_8b = r.get<double>("bpw_llama31_8b", 0);
   f.size_gib_llama31_8b = r.get<double>("size_gib_llama31_8b", 0);
+  r.range("bpw_llama31_8b", f.bpw_llama31_8b, 0.0, 64.0, "bits per weight");
+  r.range("size_gib_llama31_8b", f.size_gib_llama31_8b, 0.0, 1e6, "GiB");
+  r.range("rel_loss", f.rel_loss, -1.0, 1e3, "a fraction");
   return f;
 }
 
@@ -406,6 +469,8 @@ TaskProfile read_task(const Reader& r) {
   t.aliases = r.get<std::vector<std::string>>("aliases", {});
   t.ctx_target = r.get<int>("ctx_target");
   t.ctx_min = r.get<int>("ctx_min");
+  r.range("ctx_target", t.ctx_target, 1, 1 << 24, "tokens");
+  r.range("ctx_min", t.ctx_min, 1, t.ctx_target, "tokens, at most ctx_target");
   t.metric = r.get<std::string>("metric", "");
   t.summary = r.get<std::string>("summary", "");
   t.source = r.get<std::string>("source");
@@ -417,8 +482,10 @@ TaskProfile read_task(const Reader& r) {
   if (const auto* n = r.node("strictness")) {
     for (const auto& b : *n) {
       StrictnessBand band;
-      band.upto = b["upto"] && !b["upto"].IsNull() ? b["upto"].as<int>() : 0;
+      band.upto = b["upto"] && !b["upto"].IsNull() ? r.convert<int>("upto", b["upto"]) : 0;
       band.factor = sub<double>(r, b, "strictness", "factor");
+      r.range("strictness", band.factor, 0.0, 1e3, "factor");
+      r.range("strictness", band.upto, 0, 1 << 24, "upto");
       t.strictness.push_back(band);
     }
   }
@@ -473,15 +540,15 @@ PriorParams read_prior(const Reader& r) {
       require_keys(r, t, "types", {"type", "engine", "bits", "k_bits", "v_bits", "rotation", "planned"});
       TypeSensitivity s;
       s.type = sub<std::string>(r, t, "types", "type");
-      s.engine = t["engine"] ? t["engine"].as<std::string>() : "";
+      s.engine = t["engine"] ? r.convert<std::string>("engine", t["engine"]) : "";
       s.bits = sub<double>(r, t, "types", "bits");
-      s.k_bits = t["k_bits"] ? t["k_bits"].as<double>() : s.bits;
-      s.v_bits = t["v_bits"] ? t["v_bits"].as<double>() : s.bits;
-      s.rotation = t["rotation"] ? t["rotation"].as<std::string>() : "engine";
+      s.k_bits = t["k_bits"] ? r.convert<double>("k_bits", t["k_bits"]) : s.bits;
+      s.v_bits = t["v_bits"] ? r.convert<double>("v_bits", t["v_bits"]) : s.bits;
+      s.rotation = t["rotation"] ? r.convert<std::string>("rotation", t["rotation"]) : "engine";
       if (s.rotation != "engine" && s.rotation != "builtin" && s.rotation != "robust")
         throw InputError(r.location("types", t["rotation"]), s.rotation, "cache type rotation must be engine, builtin or robust",
                          {"engine", "builtin", "robust"});
-      s.planned = t["planned"] ? t["planned"].as<bool>() : true;
+      s.planned = t["planned"] ? r.convert<bool>("planned", t["planned"]) : true;
       p.types.push_back(s);
     }
   }
@@ -490,10 +557,10 @@ PriorParams read_prior(const Reader& r) {
       require_keys(r, f, "families", {"family", "k_low_bits_max", "k_low_bits_rot", "k_low_bits_norot", "all_bits", "source"});
       FamilyFactor ff;
       ff.family = sub<std::string>(r, f, "families", "family");
-      ff.k_low_bits_max = f["k_low_bits_max"] ? f["k_low_bits_max"].as<double>() : 6;
-      ff.k_low_bits_rot = f["k_low_bits_rot"] ? f["k_low_bits_rot"].as<double>() : 1;
-      ff.k_low_bits_norot = f["k_low_bits_norot"] ? f["k_low_bits_norot"].as<double>() : 1;
-      ff.all_bits = f["all_bits"] ? f["all_bits"].as<double>() : 1;
+      ff.k_low_bits_max = f["k_low_bits_max"] ? r.convert<double>("k_low_bits_max", f["k_low_bits_max"]) : 6;
+      ff.k_low_bits_rot = f["k_low_bits_rot"] ? r.convert<double>("k_low_bits_rot", f["k_low_bits_rot"]) : 1;
+      ff.k_low_bits_norot = f["k_low_bits_norot"] ? r.convert<double>("k_low_bits_norot", f["k_low_bits_norot"]) : 1;
+      ff.all_bits = f["all_bits"] ? r.convert<double>("all_bits", f["all_bits"]) : 1;
       ff.source = sub<std::string>(r, f, "families", "source");
       p.families.push_back(ff);
     }
@@ -505,10 +572,10 @@ PriorParams read_prior(const Reader& r) {
       m.id = sub<std::string>(r, e, "measured", "id");
       m.k_type = sub<std::string>(r, e, "measured", "k_type");
       m.v_type = sub<std::string>(r, e, "measured", "v_type");
-      m.rotation = e["rotation"] ? e["rotation"].as<std::string>() : "any";
-      m.family = e["family"] ? e["family"].as<std::string>() : "";
-      m.params_b = e["params_b"] ? e["params_b"].as<double>() : 0;
-      m.kind = e["kind"] ? e["kind"].as<std::string>() : "";
+      m.rotation = e["rotation"] ? r.convert<std::string>("rotation", e["rotation"]) : "any";
+      m.family = e["family"] ? r.convert<std::string>("family", e["family"]) : "";
+      m.params_b = e["params_b"] ? r.convert<double>("params_b", e["params_b"]) : 0;
+      m.kind = e["kind"] ? r.convert<std::string>("kind", e["kind"]) : "";
       m.text = sub<std::string>(r, e, "measured", "text");
       m.source = sub<std::string>(r, e, "measured", "source");
       p.measured.push_back(m);
@@ -565,11 +632,15 @@ RuntimeProfile read_runtime(const Reader& r) {
   e.memory_fraction_source = r.get<std::string>("memory_fraction_source", "");
   e.activation_tokens = r.get<int>("activation_tokens", 0);
   e.activation_tokens_large = r.get<int>("activation_tokens_large", e.activation_tokens);
+  r.range("token_granularity", e.token_granularity, 1, 1 << 16, "tokens");
+  r.range("activation_tokens", e.activation_tokens, 0, 1 << 20, "tokens");
+  r.range("activation_tokens_large", e.activation_tokens_large, 0, 1 << 20, "tokens");
   e.activation_source = r.get<std::string>("activation_source", "");
   e.context = read_mib_range(r, "context_mib");
   e.graphs = read_mib_range(r, "graphs_mib");
   e.overhead_source = r.get<std::string>("overhead_source", "");
   e.margin_mib = r.get<std::int64_t>("margin_mib", 0);
+  r.range<std::int64_t>("margin_mib", e.margin_mib, 0, 1 << 20, "MiB");
   e.margin_source = r.get<std::string>("margin_source", "");
   const auto* types = r.node("cache_types");
   if (!types || !types->IsSequence() || types->size() == 0)
@@ -578,12 +649,12 @@ RuntimeProfile read_runtime(const Reader& r) {
     require_keys(r, t, "cache_types", {"id", "k_bytes", "v_bytes", "prior_k", "prior_v", "offered", "source"});
     RuntimeCacheType c;
     c.id = sub<std::string>(r, t, "cache_types", "id");
-    c.k_bytes = t["k_bytes"] ? t["k_bytes"].as<double>() : 2;
-    c.v_bytes = t["v_bytes"] ? t["v_bytes"].as<double>() : 2;
-    if (c.k_bytes <= 0 || c.v_bytes <= 0) throw InputError(r.location("cache_types", t), c.id, "cache type sizes must be positive");
+    c.k_bytes = t["k_bytes"] ? r.convert<double>("k_bytes", t["k_bytes"]) : 2;
+    c.v_bytes = t["v_bytes"] ? r.convert<double>("v_bytes", t["v_bytes"]) : 2;
+    if (c.k_bytes <= 0 || c.v_bytes <= 0 || c.k_bytes > 8 || c.v_bytes > 8) throw InputError(r.location("cache_types", t), c.id, "cache type sizes must be positive");
     c.prior_k = sub<std::string>(r, t, "cache_types", "prior_k");
     c.prior_v = sub<std::string>(r, t, "cache_types", "prior_v");
-    c.offered = t["offered"] ? t["offered"].as<bool>() : true;
+    c.offered = t["offered"] ? r.convert<bool>("offered", t["offered"]) : true;
     c.source = sub<std::string>(r, t, "cache_types", "source");
     e.cache_types.push_back(c);
   }
@@ -593,12 +664,12 @@ RuntimeProfile read_runtime(const Reader& r) {
       WeightFormat f;
       f.id = sub<std::string>(r, w, "weights", "id");
       f.bpw = sub<double>(r, w, "weights", "bpw");
-      f.head_bpw = w["head_bpw"] ? w["head_bpw"].as<double>() : f.bpw;
-      f.embed_bpw = w["embed_bpw"] ? w["embed_bpw"].as<double>() : f.bpw;
-      if (f.bpw <= 0 || f.head_bpw <= 0 || f.embed_bpw <= 0) throw InputError(r.location("weights", w), f.id, "bits per weight must be positive");
-      f.embed_on_host = w["embed_on_host"] ? w["embed_on_host"].as<bool>() : false;
+      f.head_bpw = w["head_bpw"] ? r.convert<double>("head_bpw", w["head_bpw"]) : f.bpw;
+      f.embed_bpw = w["embed_bpw"] ? r.convert<double>("embed_bpw", w["embed_bpw"]) : f.bpw;
+      if (f.bpw <= 0 || f.head_bpw <= 0 || f.embed_bpw <= 0 || f.bpw > 64 || f.head_bpw > 64 || f.embed_bpw > 64) throw InputError(r.location("weights", w), f.id, "bits per weight must be positive");
+      f.embed_on_host = w["embed_on_host"] ? r.convert<bool>("embed_on_host", w["embed_on_host"]) : false;
       f.quality_as = sub<std::string>(r, w, "weights", "quality_as");
-      f.flag = w["flag"] ? w["flag"].as<std::string>() : "";
+      f.flag = w["flag"] ? r.convert<std::string>("flag", w["flag"]) : "";
       f.source = sub<std::string>(r, w, "weights", "source");
       e.weight_formats.push_back(f);
     }
@@ -627,13 +698,19 @@ std::vector<T> read_all(const Sources& s, const std::string& collection, F read)
                    "cache_types", "weights"}}};
   for (const auto& e : it->second) {
     if (auto k = known_keys.find(collection); k != known_keys.end()) require_known_keys(e, collection, k->second);
-    out.push_back(read(Reader(e, collection)));
+    const Reader reader(e, collection);
+    try {
+      out.push_back(read(reader));
+    } catch (const YAML::Exception& x) {  // a shape the typed reads did not expect (a list where a mapping belongs, …)
+      throw InputError(reader.location(), collection + " '" + e.id + "'", "malformed entry: " + x.msg);
+    }
   }
   return out;
 }
 
 void add_directory(Sources& sources, const std::string& dir) {
   std::error_code ec;
+  if (!fs::exists(dir, ec)) throw InputError("--data", dir, "no such directory");
   if (!fs::is_directory(dir, ec)) throw InputError("--data", dir, "not a directory");
   std::vector<fs::path> files;
   for (const auto& entry : fs::recursive_directory_iterator(dir, ec))

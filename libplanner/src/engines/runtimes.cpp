@@ -11,7 +11,7 @@ namespace kvplan::engines {
 namespace {
 std::int64_t round_up(std::int64_t n, std::int64_t to) { return (n + to - 1) / to * to; }
 std::int64_t cdiv(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
-Bytes bytes_of(double x) { return static_cast<Bytes>(std::llround(x)); }
+Bytes bytes_of(double x) { return checked_bytes(x, "engine memory"); }
 void add(Figure& sum, double bytes) {
   sum.bytes += bytes_of(bytes);
   sum.unpadded += bytes_of(bytes);

@@ -1,14 +1,14 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kvplan/checked.hpp"
 #include "kvplan/memory.hpp"
 #include "memory/transformer_graph.hpp"
 
 namespace kvplan {
 namespace {
 Figure estimate_with_error(double bytes, double rel_error) {
-  const auto typical = static_cast<Bytes>(std::llround(bytes));
-  return Figure::estimate(typical, static_cast<Bytes>(std::llround(bytes * (1 + rel_error))));
+  return Figure::estimate(checked_bytes(bytes, "compute buffer"), checked_bytes(bytes * (1 + rel_error), "compute buffer"));
 }
 
 // Hadamard rotation of quantized caches (build rule kv_rotation; src/llama-kv-cache.cpp constructor
@@ -126,7 +126,7 @@ ComputeBytes compute_bytes(const ModelSpec& m, const EngineSpec& engine, const C
   // come to at most one query-wide row per ubatch token (gemma3-tiny without FA: +2 076 B per token at
   // q_width 512; Qwen3-Next's rotated query), so the upper bound adds that row.
   const double row = std::max(static_cast<double>(m.embd), static_cast<double>(m.heads) * m.head_dim_k);
-  if (n_kv > 0) out.device.high += static_cast<Bytes>(std::llround(row * ub * 4));
+  if (n_kv > 0) out.device.high = checked_add(out.device.high, checked_bytes(row * ub * 4, "compute buffer"), "compute buffer");
   // The KQ mask: f16 with flash attention, f32 without (llama-graph.cpp; the f16 slope of 2 bytes per
   // cell and token measured by tests/validation).
   const double mask = flash_attn ? 2 : 4;
@@ -140,7 +140,7 @@ ComputeBytes compute_bytes(const ModelSpec& m, const EngineSpec& engine, const C
 // n_seq_max) · 4, allocated at construction with n_outputs = n_seq_max in the output device's host
 // buffer type (pinned RAM). It grows to n_batch rows only if a batch asks for every logit.
 Figure output_bytes(const ModelSpec& m, const ContextShape& s) {
-  const Bytes b = static_cast<Bytes>(m.vocab) * std::max(1, s.n_seq) * 4;
+  const Bytes b = checked_mul(checked_mul(m.vocab, std::max(1, s.n_seq), "vocabulary x sequences"), 4, "output buffer");
   return Figure::exact(b, b);
 }
 

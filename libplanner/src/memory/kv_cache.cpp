@@ -1,5 +1,6 @@
 #include <algorithm>
 
+#include "kvplan/checked.hpp"
 #include "kvplan/error.hpp"
 #include "kvplan/memory.hpp"
 
@@ -21,18 +22,19 @@ LayerCounts layer_counts(const ModelSpec& m) {
 // ggml/src/ggml-alloc.c ggml_backend_alloc_ctx_tensors_from_buft_impl: each tensor padded to the
 // buffer alignment.
 Figure tensor_bytes(const GgmlType& type, std::int64_t ne0, std::int64_t nrows, const BackendSpec& backend) {
-  const Bytes raw = type.row_size(ne0) * nrows;
+  if (ne0 < 0 || nrows < 0) size_overflow("tensor shape");
+  const Bytes raw = checked_mul(type.row_size(ne0), nrows, "tensor bytes (row size x rows)");
   Bytes alloc = raw;
   const int pad = backend.matrix_row_padding;
-  if (pad > 0 && type.quantized() && ne0 % pad != 0) alloc += type.row_size(pad - ne0 % pad);
+  if (pad > 0 && type.quantized() && ne0 % pad != 0) alloc = checked_add(alloc, type.row_size(pad - ne0 % pad), "tensor bytes");
   return Figure::exact(pad_to(alloc, backend.alignment), raw);
 }
 
 namespace {
 void add(Figure& sum, const Figure& f) {
-  sum.bytes += f.bytes;
-  sum.unpadded += f.unpadded;
-  sum.high += f.high;
+  sum.bytes = checked_add(sum.bytes, f.bytes, "KV cache bytes");
+  sum.unpadded = checked_add(sum.unpadded, f.unpadded, "KV cache bytes");
+  sum.high = checked_add(sum.high, f.high, "KV cache bytes");
 }
 }  // namespace
 
@@ -54,13 +56,14 @@ std::vector<LayerCache> layer_caches(const ModelSpec& m, const EngineSpec& engin
       const Recurrent& r = *m.recurrent;
       c.kind = LayerKind::recurrent;
       if (r.kind == "rwkv6" || r.kind == "rwkv7") {
-        c.r_width = static_cast<std::int64_t>(r.token_shift_count) * m.embd;
-        c.s_width = static_cast<std::int64_t>(m.embd) * r.head_size;
+        c.r_width = checked_mul(r.token_shift_count, m.embd, "token_shift_count x embedding_length");
+        c.s_width = checked_mul(m.embd, r.head_size, "embedding_length x wkv.head_size");
       } else if (r.kind == "lfm2") {
-        c.r_width = static_cast<std::int64_t>(m.embd) * (r.l_cache - 1);
+        c.r_width = checked_mul(m.embd, r.l_cache - 1, "embedding_length x shortconv.l_cache");
       } else {  // mamba, mamba2, gdn
-        c.r_width = static_cast<std::int64_t>(r.d_conv - 1) * (r.d_inner + 2LL * r.n_group * r.d_state);
-        c.s_width = static_cast<std::int64_t>(r.d_state) * r.d_inner;
+        const std::int64_t groups = checked_mul(checked_mul(2, r.n_group, "ssm.group_count"), r.d_state, "ssm.group_count x ssm.state_size");
+        c.r_width = checked_mul(r.d_conv - 1, checked_add(r.d_inner, groups, "ssm.inner_size"), "ssm.conv_kernel x ssm.inner_size");
+        c.s_width = checked_mul(r.d_state, r.d_inner, "ssm.state_size x ssm.inner_size");
       }
       continue;
     }
@@ -70,7 +73,7 @@ std::vector<LayerCache> layer_caches(const ModelSpec& m, const EngineSpec& engin
     }
     if (m.mla && !m.mla->legacy) {
       c.kind = LayerKind::full;
-      c.k_width = m.mla->kv_lora_rank + m.mla->rope_dim;
+      c.k_width = checked_add(m.mla->kv_lora_rank, m.mla->rope_dim, "attention.kv_lora_rank + rope.dimension_count");
       c.head_k = static_cast<int>(c.k_width);
       c.v_width = engine.rule_holds("mla_v_less") ? 0 : m.mla->kv_lora_rank;
       continue;
@@ -79,8 +82,8 @@ std::vector<LayerCache> layer_caches(const ModelSpec& m, const EngineSpec& engin
     c.kind = sliding ? LayerKind::sliding : LayerKind::full;
     const int hk = sliding && per_layer_heads && m.head_dim_k_swa ? m.head_dim_k_swa : m.head_dim_k;
     const int hv = sliding && per_layer_heads && m.head_dim_v_swa ? m.head_dim_v_swa : m.head_dim_v;
-    c.k_width = static_cast<std::int64_t>(hk) * m.kv_heads_at(il);
-    c.v_width = static_cast<std::int64_t>(hv) * m.kv_heads_at(il);
+    c.k_width = checked_mul(hk, m.kv_heads_at(il), "attention.key_length x attention.head_count_kv");
+    c.v_width = checked_mul(hv, m.kv_heads_at(il), "attention.value_length x attention.head_count_kv");
     c.head_k = hk;
     c.head_v = hv;
   }
@@ -107,14 +110,14 @@ KvCacheBytes kv_cache_bytes(const ModelSpec& m, const EngineSpec& engine, const 
       case LayerKind::full:
       case LayerKind::sliding: {
         const bool swa = c.kind == LayerKind::sliding;
-        const std::int64_t rows = static_cast<std::int64_t>(swa ? shape.swa_cells : shape.n_ctx_seq) * shape.n_stream;
+        const std::int64_t rows = checked_mul(swa ? shape.swa_cells : shape.n_ctx_seq, shape.n_stream, "KV cells x streams");
         add(swa ? out.swa_k : out.k, tensor_bytes(type_k, c.k_width, rows, backend));
         if (c.v_width > 0) add(swa ? out.swa_v : out.v, tensor_bytes(type_v, flash_attn ? c.v_width : v_max, rows, backend));
         break;
       }
       case LayerKind::recurrent:
-        if (c.r_width > 0) add(out.state, tensor_bytes(f32, c.r_width * mem_size, 1, backend));
-        if (c.s_width > 0) add(out.state, tensor_bytes(f32, c.s_width * mem_size, 1, backend));
+        if (c.r_width > 0) add(out.state, tensor_bytes(f32, checked_mul(c.r_width, mem_size, "recurrent state x sequences"), 1, backend));
+        if (c.s_width > 0) add(out.state, tensor_bytes(f32, checked_mul(c.s_width, mem_size, "recurrent state x sequences"), 1, backend));
         break;
       case LayerKind::none:
         break;

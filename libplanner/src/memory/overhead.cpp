@@ -1,5 +1,6 @@
 #include <cmath>
 
+#include "kvplan/checked.hpp"
 #include "kvplan/memory.hpp"
 
 namespace kvplan {
@@ -14,7 +15,7 @@ Figure runtime_overhead(const GpuSpec* gpu, const BackendSpec& backend) {
   const double blas = static_cast<double>(hopper_or_newer ? backend.blas_workspace_mib_hopper : backend.blas_workspace_mib);
   const double typical = backend.context.typical_mib + backend.pool.typical_mib + blas;
   const double high = backend.context.high_mib + backend.pool.high_mib + blas;
-  return Figure::estimate(static_cast<Bytes>(std::llround(typical * kMiB)), static_cast<Bytes>(std::llround(high * kMiB)));
+  return Figure::estimate(checked_bytes(typical * kMiB, "runtime overhead"), checked_bytes(high * kMiB, "runtime overhead"));
 }
 
 }  // namespace kvplan

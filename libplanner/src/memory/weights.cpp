@@ -1,7 +1,10 @@
-#include <regex>
 #include <algorithm>
 #include <cctype>
+#include <memory>
 
+#include <re2/re2.h>
+
+#include "kvplan/checked.hpp"
 #include "kvplan/error.hpp"
 #include "kvplan/memory.hpp"
 
@@ -64,10 +67,10 @@ std::vector<WeightTensor> weight_tensors(const ModelSpec& m, const WeightFormat&
   };
 
   const std::int64_t embd = m.embd;
-  const std::int64_t q_width = static_cast<std::int64_t>(m.heads) * m.head_dim_k;
-  const std::int64_t k_width = static_cast<std::int64_t>(m.kv_heads) * m.head_dim_k;
-  const std::int64_t v_width = static_cast<std::int64_t>(m.kv_heads) * m.head_dim_v;
-  const std::int64_t o_width = static_cast<std::int64_t>(m.heads) * m.head_dim_v;
+  const std::int64_t q_width = checked_mul(m.heads, m.head_dim_k, "head_count x key_length");
+  const std::int64_t k_width = checked_mul(m.kv_heads, m.head_dim_k, "head_count_kv x key_length");
+  const std::int64_t v_width = checked_mul(m.kv_heads, m.head_dim_v, "head_count_kv x value_length");
+  const std::int64_t o_width = checked_mul(m.heads, m.head_dim_v, "head_count x value_length");
 
   // src/llama-model.cpp load_tensors: dev_input is always the CPU, so token_embd stays in host memory.
   matrix("token_embd", -1, embd, m.vocab, /*host=*/true);
@@ -99,9 +102,10 @@ std::vector<WeightTensor> weight_tensors(const ModelSpec& m, const WeightFormat&
     if (m.moe) {
       const std::int64_t e = m.moe->experts, eff = m.moe->expert_ff;
       out.push_back({"blk." + std::to_string(il) + ".ffn_gate_inp.weight", "f32", embd, e, false});
-      matrix("ffn_gate_exps", il, embd, eff * e);
-      matrix("ffn_up_exps", il, embd, eff * e);
-      matrix("ffn_down_exps", il, eff, embd * e);
+      const std::int64_t rows = checked_mul(eff, e, "expert_feed_forward_length x expert_count");
+      matrix("ffn_gate_exps", il, embd, rows);
+      matrix("ffn_up_exps", il, embd, rows);
+      matrix("ffn_down_exps", il, eff, checked_mul(embd, e, "embedding_length x expert_count"));
       if (m.moe->shared_ff > 0) {
         matrix("ffn_gate_shexp", il, embd, m.moe->shared_ff);
         matrix("ffn_up_shexp", il, embd, m.moe->shared_ff);
@@ -166,13 +170,21 @@ int layer_of(const std::string& name) {
   for (; i < name.size() && std::isdigit(static_cast<unsigned char>(name[i])); ++i) il = il * 10 + (name[i] - '0');
   return i > 4 ? il : -1;
 }
-using Overrides = std::vector<std::pair<std::regex, int>>;
+// -ot patterns run through RE2 (linear time, no recursion: a pattern is user input), searched anywhere in the
+// name as llama.cpp's std::regex_search does.
+using Overrides = std::vector<std::pair<std::unique_ptr<RE2>, int>>;
+
+std::unique_ptr<RE2> compile_override(const std::string& pattern) {
+  RE2::Options o;
+  o.set_log_errors(false);
+  return std::make_unique<RE2>(pattern, o);
+}
 
 // The GPU a tensor lives on, or -1 for the CPU.
 int device_of(const WeightTensor& t, const Placement& p, const Overrides& overrides) {
   if (t.on_host) return -1;
   for (const auto& [pattern, device] : overrides)
-    if (std::regex_search(t.name, pattern)) return device;
+    if (RE2::PartialMatch(t.name, *pattern)) return device;
   const int il = layer_of(t.name);
   if (il < 0) return p.device_of(p.n_layer);  // output, output_norm (and a tied output copy)
   if (il < p.cpu_moe_layers && t.name.find("_exps") != std::string::npos) return -1;
@@ -194,14 +206,15 @@ WeightBytes weight_bytes(const ModelSpec& m, const WeightFormat& format, const E
     if (format.bpw_llama31_8b <= 0)
       throw InputError("--weights", format.id, "has no measured bits per weight to size " + m.name + " from its parameter count");
     const GgmlType& embd_type = engine.type(format.base_type.empty() ? "f16" : format.base_type, "weights " + format.id);
-    const Bytes embd = embd_type.block > 1 && m.embd % embd_type.block != 0 ? 2LL * m.embd * m.vocab
-                                                                             : embd_type.row_size(m.embd) * m.vocab;
-    const Bytes total = static_cast<Bytes>(static_cast<double>(m.params) * format.bpw_llama31_8b / 8);
+    const Bytes embd = embd_type.block > 1 && m.embd % embd_type.block != 0
+                           ? checked_mul(2LL * m.embd, m.vocab, "embedding_length x vocabulary")
+                           : checked_mul(embd_type.row_size(m.embd), m.vocab, "embedding_length x vocabulary");
+    const Bytes total = checked_bytes(static_cast<double>(m.params) * format.bpw_llama31_8b / 8, "parameter count x bits per weight");
     const Bytes body = std::max<Bytes>(0, total - embd);
     const double gpu_share = static_cast<double>(m.layers - placement.first_gpu_layer) / m.layers;
     const Bytes dev = static_cast<Bytes>(static_cast<double>(body) * gpu_share) + (m.tied_embeddings && placement.output_on_gpu ? embd : 0);
     const Bytes host = embd + (body - static_cast<Bytes>(static_cast<double>(body) * gpu_share));
-    auto high = [&](Bytes b) { return static_cast<Bytes>(static_cast<double>(b) * (1 + engine.weights_rel_error_fallback)); };
+    auto high = [&](Bytes b) { return checked_bytes(static_cast<double>(b) * (1 + engine.weights_rel_error_fallback), "weights"); };
     WeightBytes out{Figure{dev, dev, high(dev), Accuracy::estimate}, Figure{host, host, high(host), Accuracy::estimate}, {}, 0};
     if (placement.partial()) out.largest_host_matrix = body / std::max(1, m.layers) / 3;  // about one FFN matrix of a layer
     out.lookup_host = embd;
@@ -222,7 +235,11 @@ WeightBytes weight_bytes(const ModelSpec& m, const WeightFormat& format, const E
   Bytes dev = 0, dev_raw = 0, host = 0, host_raw = 0, largest_host_matrix = 0, lookup_host = 0;
   std::vector<Figure> per_device(static_cast<size_t>(placement.devices()));
   Overrides overrides;
-  for (const auto& [pattern, device] : placement.overrides) overrides.emplace_back(std::regex(pattern), device);
+  for (const auto& [pattern, device] : placement.overrides) {
+    auto re = compile_override(pattern);
+    if (!re->ok()) throw InputError("--override-tensor", pattern, "is not a valid regular expression (RE2 syntax): " + re->error());
+    overrides.emplace_back(std::move(re), device);
+  }
   for (const auto& t : weight_tensors(m, format, engine)) {
     const int device = device_of(t, placement, overrides);
     const bool gpu = device >= 0;
@@ -231,11 +248,14 @@ WeightBytes weight_bytes(const ModelSpec& m, const WeightFormat& format, const E
     if ((!gpu || backend.id == "cpu") && t.name.find("copy of token_embd") != std::string::npos) continue;
     const GgmlType& type = engine.type(t.type, "weights " + format.id);
     const Figure f = tensor_bytes(type, t.ne0, t.nrows, gpu ? backend : cpu);
-    (gpu ? dev : host) += f.bytes;
-    (gpu ? dev_raw : host_raw) += f.unpadded;
+    Bytes& sum = gpu ? dev : host;
+    Bytes& sum_raw = gpu ? dev_raw : host_raw;
+    sum = checked_add(sum, f.bytes, "weight bytes");
+    sum_raw = checked_add(sum_raw, f.unpadded, "weight bytes");
     if (gpu) {
-      per_device[static_cast<size_t>(device)].bytes += f.bytes;
-      per_device[static_cast<size_t>(device)].unpadded += f.unpadded;
+      Figure& d = per_device[static_cast<size_t>(device)];
+      d.bytes = checked_add(d.bytes, f.bytes, "weight bytes");
+      d.unpadded = checked_add(d.unpadded, f.unpadded, "weight bytes");
     }
     // op offload (ggml-cuda ggml_backend_cuda_device_offload_op): host weights used in matmuls are
     // copied into the GPU compute buffer for batches >= 32; token_embd is a get_rows, not a matmul.
@@ -252,7 +272,7 @@ WeightBytes weight_bytes(const ModelSpec& m, const WeightFormat& format, const E
     return out;
   }
   // An estimate: a given GGUF may use another mix (imatrix, a newer llama-quantize).
-  auto high = [&](Bytes b) { return static_cast<Bytes>(static_cast<double>(b) * (1 + engine.weights_rel_error)); };
+  auto high = [&](Bytes b) { return checked_bytes(static_cast<double>(b) * (1 + engine.weights_rel_error), "weights"); };
   out.device = Figure{dev, dev_raw, high(dev), Accuracy::estimate};
   out.host = Figure{host, host_raw, high(host), Accuracy::estimate};
   for (const auto& f : per_device) out.per_device.push_back(Figure{f.bytes, f.unpadded, high(f.bytes), Accuracy::estimate});

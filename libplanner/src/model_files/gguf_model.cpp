@@ -1,13 +1,15 @@
 // A ModelSpec from GGUF metadata and tensor infos, the way llama.cpp reads them
 // (src/llama-model.cpp load_hparams / load_tensors, src/llama-arch.cpp key names).
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
-#include <regex>
 
 #include <fmt/format.h>
 
+#include "kvplan/checked.hpp"
 #include "kvplan/error.hpp"
 #include "kvplan/model_file.hpp"
+#include "model_files/validate.hpp"
 
 namespace kvplan {
 namespace {
@@ -25,37 +27,44 @@ class Meta {
   const Value* arch_key(const std::string& suffix) const { return find(arch_ + "." + suffix); }
   bool has(const std::string& suffix) const { return arch_key(suffix) != nullptr; }
 
-  // A number, or the numbers of a per-layer array.
-  std::vector<double> numbers(const std::string& suffix) const {
+  // A number, or the numbers of a per-layer array. `integral`: llama.cpp reads the key as an integer (or a
+  // bool), so a float there (NaN included) is refused, as llama.cpp's typed getters refuse it.
+  std::vector<double> numbers(const std::string& suffix, bool integral = false) const {
     const Value* v = arch_key(suffix);
     if (!v) return {};
     if (const auto* i = std::get_if<std::int64_t>(v)) return {static_cast<double>(*i)};
     if (const auto* u = std::get_if<std::uint64_t>(v)) return {static_cast<double>(*u)};
-    if (const auto* d = std::get_if<double>(v)) return {*d};
+    if (const auto* d = std::get_if<double>(v)) {
+      if (integral) bad(suffix, fmt::format("is the float {}; an integer is expected", *d));
+      return {*d};
+    }
     if (const auto* b = std::get_if<bool>(v)) return {*b ? 1.0 : 0.0};
     if (const auto* a = std::get_if<GgufHeader::Array>(v)) {
       if (a->numbers.size() != a->count) bad(suffix, "is an array kvplan cannot read");
+      if (integral && (a->type == 6 || a->type == 12)) bad(suffix, "is an array of floats; integers are expected");
+      for (double d : a->numbers)
+        if (!std::isfinite(d)) bad(suffix, fmt::format("has the entry {}; finite numbers are expected", d));
       return a->numbers;
     }
     bad(suffix, "is not a number");
   }
   int integer(const std::string& suffix, int fallback, bool required = false) const {
-    const auto n = numbers(suffix);
+    const auto n = numbers(suffix, true);
     if (n.empty()) {
       if (required) bad(suffix, "is missing");
       return fallback;
     }
     const double v = *std::max_element(n.begin(), n.end());
-    if (v < 0 || v > 1e9) bad(suffix, fmt::format("has an impossible value {}", v));
+    if (!(v >= 0 && v <= 1e9)) bad(suffix, fmt::format("has an impossible value {} (accepted: 0..1000000000)", v));
     return static_cast<int>(v);
   }
   std::vector<int> per_layer(const std::string& suffix, int layers) const {
-    const auto n = numbers(suffix);
+    const auto n = numbers(suffix, true);
     if (n.size() <= 1) return {};
     if (static_cast<int>(n.size()) != layers) bad(suffix, fmt::format("has {} entries for {} layers", n.size(), layers));
     std::vector<int> out;
     for (double d : n) {
-      if (d < 0 || d > 1e6) bad(suffix, "has an impossible entry");
+      if (!(d >= 0 && d <= 1e6)) bad(suffix, fmt::format("has an impossible entry {} (accepted: 0..1000000)", d));
       out.push_back(static_cast<int>(d));
     }
     return out;
@@ -143,7 +152,8 @@ ModelSpec model_from_gguf(const std::vector<GgufHeader>& splits, const std::vect
     moe.shared_ff = meta.integer("expert_shared_feed_forward_length", 0);
     // DeepSeek's shared experts: count x expert width (llama-model.cpp: n_ff_exp * n_expert_shared)
     if (moe.shared_ff == 0 && meta.has("expert_shared_count"))
-      moe.shared_ff = meta.integer("expert_shared_count", 0) * moe.expert_ff;
+      moe.shared_ff = static_cast<int>(std::min<long long>(static_cast<long long>(meta.integer("expert_shared_count", 0)) * moe.expert_ff,
+                                                           1LL << 30));  // range-checked by check_model
     moe.dense_lead = meta.integer("leading_dense_block_count", 0);
     m.moe = moe;
   }
@@ -197,13 +207,18 @@ ModelSpec model_from_gguf(const std::vector<GgufHeader>& splits, const std::vect
       if (t.ne[0] % type->block != 0)
         throw InputError(paths[i], t.name, fmt::format("row of {} is not a multiple of {}'s block {}", t.ne[0], type->name, type->block));
       std::int64_t rows = 1;
-      for (size_t d = 1; d < t.ne.size(); ++d) rows *= t.ne[d];
-      const auto bytes = static_cast<std::uint64_t>(type->row_size(t.ne[0]) * rows);
-      if (t.offset % splits[i].alignment != 0 || splits[i].data_offset + t.offset + bytes > splits[i].file_size)
+      for (size_t d = 1; d < t.ne.size(); ++d) rows = checked_mul(rows, t.ne[d], "tensor " + t.name + " shape");
+      const auto bytes = static_cast<std::uint64_t>(checked_mul(type->row_size(t.ne[0]), rows, "tensor " + t.name + " bytes"));
+      std::uint64_t end = 0;
+      if (t.offset % splits[i].alignment != 0 || __builtin_add_overflow(splits[i].data_offset, t.offset, &end) ||
+          __builtin_add_overflow(end, bytes, &end) || end > splits[i].file_size)
         throw InputError(paths[i], t.name, "tensor data lies outside the file (truncated or corrupt)");
-      params += t.ne[0] * rows;
+      params = checked_add(params, checked_mul(t.ne[0], rows, "tensor " + t.name + " elements"), "parameter count");
       has_output |= t.name == "output.weight";
-      if (t.name == "token_embd.weight" && t.ne.size() >= 2) m.vocab = static_cast<int>(t.ne[1]);
+      if (t.name == "token_embd.weight" && t.ne.size() >= 2) {
+        if (t.ne[1] > (1 << 24)) throw InputError(paths[i], t.name, fmt::format("has {} rows: not a vocabulary (accepted: 1..16777216)", t.ne[1]));
+        m.vocab = static_cast<int>(t.ne[1]);
+      }
       m.file_tensors.push_back({t.name, type->name, t.ne[0], rows, is_input_tensor(t.name)});
     }
   }
@@ -231,6 +246,12 @@ ModelSpec model_from_gguf(const std::vector<GgufHeader>& splits, const std::vect
   } else {
     m.file_format = "GGUF";
   }
+  // The numbers as a whole: ranges, heads that divide, widths the memory rules can size (model_files/validate.hpp).
+  detail::check_model(m, [&](const std::string& field, const std::string& value, const std::string& problem, const std::string& accepted) {
+    const std::string key = field == "vocab" ? "token_embd.weight" : field == "params" ? "tensor shapes"
+                          : field.rfind("tensor ", 0) == 0 ? field.substr(7) : m.arch + "." + detail::gguf_key_of(field);
+    throw InputError(file, key, fmt::format("GGUF metadata {} {}", value, problem), {accepted});
+  });
   return m;
 }
 

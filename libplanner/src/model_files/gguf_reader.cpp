@@ -1,6 +1,7 @@
 // GGUF header parsing (ggml/src/gguf.cpp gguf_init_from_file_impl is the reference layout).
 // The file is hostile input: every count and length is checked against the bytes that remain
 // before anything is allocated, and every failure is an InputError naming the file.
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <limits>
@@ -20,6 +21,17 @@ enum GgufType : std::uint32_t {
 constexpr std::size_t kScalarSize[kTypeCount] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
 constexpr std::uint64_t kMaxNumbersKept = 1 << 16;  // numeric arrays longer than this keep only their length
 constexpr int kMaxDims = 4;                         // GGML_MAX_DIMS
+// Sane limits, checked before anything is allocated or read (real headers: keys of tens of bytes, chat
+// templates of tens of KiB, 256k-token vocabularies, tens of thousands of tensors, a few MiB in all).
+constexpr std::uint64_t kMaxKeyBytes = 64 * 1024;
+constexpr std::uint64_t kMaxStringBytes = 64ull << 20;
+constexpr std::uint64_t kMaxEntries = 1 << 20;       // metadata pairs and tensors
+}  // namespace
+
+// read_gguf_header reads at most this much of a file for its header.
+constexpr std::uint64_t kMaxGgufHeaderBytes = 256ull << 20;
+
+namespace {
 
 class Cursor {
  public:
@@ -42,8 +54,9 @@ class Cursor {
     pos_ += sizeof(T);
     return v;
   }
-  std::string string(const char* what) {
+  std::string string(const char* what, std::uint64_t limit) {
     const auto len = read<std::uint64_t>(what);
+    if (len > limit) fail(fmt::format("{} claims {} bytes at offset {} (accepted: at most {})", what, len, pos_ - 8, limit));
     need(len, what);
     std::string s(reinterpret_cast<const char*>(data_ + pos_), static_cast<std::size_t>(len));
     pos_ += len;
@@ -92,7 +105,7 @@ GgufHeader::Value read_value(Cursor& c, std::uint32_t type, const std::string& k
     case kI64: return c.read<std::int64_t>("value");
     case kF32: case kF64: return read_number(c, type);
     case kBool: return c.read<std::uint8_t>("value") != 0;
-    case kString: return c.string("string value");
+    case kString: return c.string("string value", kMaxStringBytes);
     case kArray: {
       GgufHeader::Array a;
       a.type = c.read<std::uint32_t>("array type");
@@ -102,7 +115,11 @@ GgufHeader::Value read_value(Cursor& c, std::uint32_t type, const std::string& k
       if (a.type == kString) {
         // every string needs at least its 8-byte length
         if (a.count > c.remaining_in_file() / 8) c.fail(fmt::format("key '{}': {} strings cannot fit in the file", key, a.count));
-        for (std::uint64_t i = 0; i < a.count; ++i) c.skip(c.read<std::uint64_t>("string length"), "string");
+        for (std::uint64_t i = 0; i < a.count; ++i) {
+          const auto len = c.read<std::uint64_t>("string length");
+          if (len > kMaxStringBytes) c.fail(fmt::format("key '{}': string {} claims {} bytes (accepted: at most {})", key, i, len, kMaxStringBytes));
+          c.skip(len, "string");
+        }
       } else {
         const std::size_t elt = kScalarSize[a.type];
         if (a.count > c.remaining_in_file() / elt) c.fail(fmt::format("key '{}': array of {} elements cannot fit in the file", key, a.count));
@@ -140,8 +157,10 @@ GgufHeader parse_gguf_header(const std::uint8_t* data, std::size_t size, std::ui
   // a key-value pair takes at least 8 (key length) + 4 (type) + 1 bytes; a tensor info 8 + 4 + 4 + 8
   if (n_kv > c.remaining_in_file() / 13) c.fail(fmt::format("{} metadata entries cannot fit in the file", n_kv));
   if (n_tensors > c.remaining_in_file() / 24) c.fail(fmt::format("{} tensors cannot fit in the file", n_tensors));
+  if (n_kv > kMaxEntries) c.fail(fmt::format("{} metadata entries (accepted: at most {})", n_kv, kMaxEntries));
+  if (n_tensors > kMaxEntries) c.fail(fmt::format("{} tensors (accepted: at most {})", n_tensors, kMaxEntries));
   for (std::uint64_t i = 0; i < n_kv; ++i) {
-    std::string key = c.string("metadata key");
+    std::string key = c.string("metadata key", kMaxKeyBytes);
     const auto type = c.read<std::uint32_t>("metadata type");
     if (type >= kTypeCount) c.fail(fmt::format("key '{}': unknown value type {}", key, type));
     auto value = read_value(c, type, key);
@@ -152,10 +171,10 @@ GgufHeader parse_gguf_header(const std::uint8_t* data, std::size_t size, std::ui
     if (h.alignment == 0 || (h.alignment & (h.alignment - 1)) != 0 || h.alignment > (1u << 20))
       c.fail(fmt::format("general.alignment {} is not a power of two", h.alignment));
   }
-  h.tensors.reserve(static_cast<std::size_t>(n_tensors));
+  h.tensors.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(n_tensors, 4096)));
   for (std::uint64_t i = 0; i < n_tensors; ++i) {
     GgufHeader::Tensor t;
-    t.name = c.string("tensor name");
+    t.name = c.string("tensor name", kMaxKeyBytes);
     const auto n_dims = c.read<std::uint32_t>("tensor dimensions");
     if (n_dims == 0 || n_dims > kMaxDims) c.fail(fmt::format("tensor '{}' has {} dimensions", t.name, n_dims));
     std::uint64_t elements = 1;
@@ -170,17 +189,17 @@ GgufHeader parse_gguf_header(const std::uint8_t* data, std::size_t size, std::ui
     t.offset = c.read<std::uint64_t>("tensor offset");
     h.tensors.push_back(std::move(t));
   }
-  h.data_offset = (c.pos() + h.alignment - 1) / h.alignment * h.alignment;
+  h.data_offset = (c.pos() + h.alignment - 1) / h.alignment * h.alignment;  // pos < file size, alignment <= 2^20
   if (h.data_offset > file_size && n_tensors > 0) c.fail("tensor data would start past the end of the file");
   return h;
 }
 
-GgufHeader read_gguf_header(const std::string& path) {
+GgufHeader read_gguf_header(const std::string& path, const std::string& field) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError("--model", path, "cannot open the file");
+  if (!in) throw InputError(field, path, "cannot open the file");
   in.seekg(0, std::ios::end);
   const auto end = in.tellg();
-  if (end < 0) throw InputError("--model", path, "cannot read the file size");
+  if (end < 0) throw InputError(field, path, "cannot read the file size");
   const auto file_size = static_cast<std::uint64_t>(end);
   // Read a prefix and grow it until the header parses: headers are small next to the tensor data.
   std::uint64_t want = std::min<std::uint64_t>(file_size, 1 << 20);
@@ -190,11 +209,13 @@ GgufHeader read_gguf_header(const std::string& path) {
     in.clear();
     in.seekg(0);
     in.read(reinterpret_cast<char*>(buf.data()), static_cast<std::streamsize>(want));
-    if (static_cast<std::uint64_t>(in.gcount()) != want) throw InputError("--model", path, "short read");
+    if (static_cast<std::uint64_t>(in.gcount()) != want) throw InputError(field, path, "short read");
     try {
       return parse_gguf_header(buf.data(), buf.size(), file_size, path);
     } catch (const Cursor::NeedMore& more) {
-      want = std::min<std::uint64_t>(file_size, std::max<std::uint64_t>(want * 2, more.bytes));
+      if (more.bytes > kMaxGgufHeaderBytes)
+        throw InputError(field, path, fmt::format("not a GGUF kvplan reads: its header runs past {} MiB", kMaxGgufHeaderBytes >> 20));
+      want = std::min<std::uint64_t>({file_size, std::max<std::uint64_t>(want * 2, more.bytes), kMaxGgufHeaderBytes});
     }
   }
 }

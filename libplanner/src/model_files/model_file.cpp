@@ -1,15 +1,18 @@
 // kvplan --model PATH: a GGUF file (split files followed), a Hugging Face config.json, or a folder.
+#include <cctype>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <regex>
 #include <sstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "kvplan/checked.hpp"
 #include "kvplan/error.hpp"
 #include "kvplan/memory.hpp"
 #include "kvplan/model_file.hpp"
+#include "model_files/validate.hpp"
 
 namespace kvplan {
 namespace {
@@ -32,15 +35,28 @@ std::vector<std::string> split_paths(const fs::path& first, const GgufHeader& h)
     if (const auto* i = std::get_if<std::int64_t>(&it->second)) count = static_cast<std::uint64_t>(std::max<std::int64_t>(1, *i));
   }
   if (count <= 1) return {first.string()};
-  static const std::regex pattern(R"((.*)-(\d{5})-of-(\d{5})\.gguf$)");
-  std::smatch match;
+  // PREFIX-NNNNN-of-MMMMM.gguf, read by position (a path is user input: no backtracking matcher)
   const std::string name = first.string();
-  if (!std::regex_match(name, match, pattern) || std::stoull(match[2]) != 1)
+  const std::string tail = "-00000-of-00000.gguf";
+  auto digits = [&](size_t at) {
+    std::uint64_t v = 0;
+    for (size_t i = at; i < at + 5; ++i) {
+      if (!std::isdigit(static_cast<unsigned char>(name[i]))) return std::uint64_t{0};
+      v = v * 10 + static_cast<std::uint64_t>(name[i] - '0');
+    }
+    return v;
+  };
+  const size_t at = name.size() >= tail.size() ? name.size() - tail.size() : 0;
+  const bool shaped = name.size() >= tail.size() && name[at] == '-' && name.compare(at + 6, 4, "-of-") == 0 &&
+                      name.compare(at + 15, 5, ".gguf") == 0;
+  if (!shaped || digits(at + 1) != 1)
     throw InputError("--model", name, fmt::format("is one of {} split files; give the first (-00001-of-{:05d}.gguf)", count, count));
-  if (count > 9999 || std::stoull(match[3]) != count)
-    throw InputError("--model", name, fmt::format("split.count is {} but the name says {}", count, match[3].str()));
+  const std::uint64_t named = digits(at + 10);
+  if (count > 9999 || named != count)
+    throw InputError("--model", name, fmt::format("split.count is {} but the name says {}", count, name.substr(at + 10, 5)));
+  const std::string prefix = name.substr(0, at);
   std::vector<std::string> out;
-  for (std::uint64_t i = 1; i <= count; ++i) out.push_back(fmt::format("{}-{:05d}-of-{:05d}.gguf", match[1].str(), i, count));
+  for (std::uint64_t i = 1; i <= count; ++i) out.push_back(fmt::format("{}-{:05d}-of-{:05d}.gguf", prefix, i, count));
   return out;
 }
 
@@ -71,7 +87,8 @@ struct ConfigReader {
   int integer(std::initializer_list<const char*> keys, int fallback, const char* assumed_why) {
     if (const json* v = find(keys)) {
       if (!v->is_number_integer() || v->get<long long>() < 0 || v->get<long long>() > 1'000'000'000)
-        throw InputError(file, *keys.begin(), "config.json field is not a non-negative integer");
+        throw InputError(file, *keys.begin(), fmt::format("config.json field is {}, not a non-negative integer", v->dump().substr(0, 40)),
+                         {"0..1000000000"});
       m.fields_used.push_back(*keys.begin());
       return v->get<int>();
     }
@@ -80,6 +97,8 @@ struct ConfigReader {
     return fallback;
   }
   bool boolean(const char* key, bool fallback, const char* assumed_why) {
+    if (const json* v = find({key}); v && !v->is_boolean())
+      throw InputError(file, key, fmt::format("config.json field is {}, not true or false", v->dump().substr(0, 40)), {"true", "false"});
     if (const json* v = find({key}); v && v->is_boolean()) {
       m.fields_used.push_back(key);
       return v->get<bool>();
@@ -100,7 +119,33 @@ const std::map<std::string, std::string>& hf_arch_map() {
   return map;
 }
 
+// A string field of config.json ("" when absent); any other JSON type is refused naming the field.
+std::string string_field(const json& obj, const char* key, const std::string& file, const std::string& fallback = {}) {
+  if (!obj.is_object() || !obj.contains(key) || obj[key].is_null()) return fallback;
+  if (!obj[key].is_string())
+    throw InputError(file, key, fmt::format("config.json field is {}, not a string", obj[key].dump().substr(0, 40)));
+  return obj[key].get<std::string>();
+}
+
+// A number field of config.json (`fallback` when absent); it must be finite.
+double number_field(const json& obj, const char* key, const std::string& file, double fallback) {
+  if (!obj.is_object() || !obj.contains(key) || obj[key].is_null()) return fallback;
+  if (!obj[key].is_number() || !std::isfinite(obj[key].get<double>()))
+    throw InputError(file, key, fmt::format("config.json field is {}, not a finite number", obj[key].dump().substr(0, 40)));
+  return obj[key].get<double>();
+}
+
+std::shared_ptr<const ModelSpec> load_config_json(const fs::path& config, const Catalog& catalog, const EngineSpec& engine);
+
 std::shared_ptr<const ModelSpec> load_config(const fs::path& config, const Catalog& catalog, const EngineSpec& engine) {
+  try {
+    return load_config_json(config, catalog, engine);
+  } catch (const json::exception& e) {  // a JSON type kvplan did not check field by field: still bad input
+    throw InputError(config.string(), "", std::string("config.json has a field of the wrong JSON type: ") + e.what());
+  }
+}
+
+std::shared_ptr<const ModelSpec> load_config_json(const fs::path& config, const Catalog& catalog, const EngineSpec& engine) {
   std::ifstream in(config);
   if (!in) throw InputError("--model", config.string(), "cannot open the file");
   json root;
@@ -111,7 +156,7 @@ std::shared_ptr<const ModelSpec> load_config(const fs::path& config, const Catal
   }
   if (!root.is_object()) throw InputError(config.string(), "", "config.json must be a JSON object");
   const json& cfg = root.contains("text_config") && root["text_config"].is_object() ? root["text_config"] : root;
-  const std::string model_type = root.value("model_type", cfg.value("model_type", std::string()));
+  const std::string model_type = string_field(root, "model_type", config.string(), string_field(cfg, "model_type", config.string()));
   const auto arch_it = hf_arch_map().find(model_type);
   if (arch_it == hf_arch_map().end()) {
     std::vector<std::string> known;
@@ -127,7 +172,7 @@ std::shared_ptr<const ModelSpec> load_config(const fs::path& config, const Catal
   m.family = rule && !rule->family.empty() ? rule->family : m.arch;
   m.id = config.parent_path().filename().string();
   if (m.id.empty()) m.id = "config";
-  m.name = root.value("_name_or_path", m.id);
+  m.name = string_field(root, "_name_or_path", config.string(), m.id);
   m.source = "config.json at " + config.string();
   m.file_paths = {config.string()};
   m.layers = r.integer({"num_hidden_layers", "n_layer"}, 0, nullptr);
@@ -154,13 +199,14 @@ std::shared_ptr<const ModelSpec> load_config(const fs::path& config, const Catal
     moe.expert_ff = r.integer({"moe_intermediate_size"}, m.ff, "intermediate_size");
     moe.shared_ff = r.integer({"shared_expert_intermediate_size"}, 0, "no shared expert");
     if (moe.shared_ff == 0)  // DeepSeek: n_shared_experts of the routed experts' width
-      moe.shared_ff = r.integer({"n_shared_experts"}, 0, "no shared expert") * moe.expert_ff;
+      moe.shared_ff = static_cast<int>(std::min<long long>(static_cast<long long>(r.integer({"n_shared_experts"}, 0, "no shared expert")) * moe.expert_ff,
+                                                           1LL << 30));  // range-checked below
     moe.dense_lead = r.integer({"first_k_dense_replace"}, 0, "no leading dense layers");
     m.moe = moe;
   }
   // Sliding window as llama.cpp applies it to this architecture.
   if (rule && rule->swa_pattern > 0) {
-    const bool enabled = !cfg.contains("use_sliding_window") || cfg["use_sliding_window"].is_null() || cfg.value("use_sliding_window", true);
+    const bool enabled = r.boolean("use_sliding_window", true, "transformers' default");
     const int window = r.integer({"sliding_window"}, 0, "no sliding window");
     if (enabled && window > 0) m.swa = SlidingWindow{window, rule->swa_pattern, rule->chunked};
   }
@@ -179,7 +225,7 @@ std::shared_ptr<const ModelSpec> load_config(const fs::path& config, const Catal
     rec.d_conv = r.integer({"linear_conv_kernel_dim", "conv_kernel", "d_conv"}, 0, nullptr);
     const int v_heads = r.integer({"linear_num_value_heads"}, 0, nullptr);
     const int v_dim = r.integer({"linear_value_head_dim"}, 0, nullptr);
-    rec.d_inner = v_heads * v_dim;
+    rec.d_inner = static_cast<int>(std::min<long long>(static_cast<long long>(v_heads) * v_dim, 1LL << 30));  // range-checked below
     rec.d_state = r.integer({"linear_key_head_dim"}, 0, nullptr);
     rec.n_group = r.integer({"linear_num_key_heads"}, 0, nullptr);
     rec.attention_every = r.integer({"full_attention_interval"}, rule->attention_interval, "llama.cpp's default");
@@ -187,19 +233,23 @@ std::shared_ptr<const ModelSpec> load_config(const fs::path& config, const Catal
     m.recurrent = rec;
   }
   if (const json* rs = r.find({"rope_scaling"}); rs && rs->is_object()) {
-    const std::string type = rs->value("rope_type", rs->value("type", std::string()));
-    const double factor = rs->value("factor", 0.0);
-    const int orig = rs->value("original_max_position_embeddings", 0);
+    const std::string file = config.string();
+    const std::string type = string_field(*rs, "rope_type", file, string_field(*rs, "type", file));
+    const double factor = number_field(*rs, "factor", file, 0.0);
+    const double orig_d = number_field(*rs, "original_max_position_embeddings", file, 0);
+    if (orig_d < 0 || orig_d > (1 << 24) || orig_d != std::floor(orig_d))
+      throw InputError(file, "rope_scaling.original_max_position_embeddings", fmt::format("is {}, not a token count", orig_d), {"0..16777216"});
+    if (factor > 1024) throw InputError(file, "rope_scaling.factor", fmt::format("is {}, not a rope scale factor", factor), {"above 0, at most 1024"});
+    const int orig = static_cast<int>(orig_d);
     if ((type == "yarn" || type == "linear") && factor > 1) {
       m.rope_scaling = RopeScaling{type, factor, orig > 0 ? orig : m.ctx_native};
       m.fields_used.push_back("rope_scaling");
       // When the config already states the extended window, that is what the model runs natively.
-      if (orig > 0 && orig < m.ctx_native) {
-        m.ctx_native = orig;
-        m.ctx_extended = static_cast<int>(orig * factor);
-      } else {
-        m.ctx_extended = static_cast<int>(m.ctx_native * factor);
-      }
+      const double extended = (orig > 0 && orig < m.ctx_native ? orig : m.ctx_native) * factor;
+      if (extended > (1 << 24))
+        throw InputError(file, "rope_scaling.factor", fmt::format("extends the context to {:.0f} tokens", extended), {"at most 16777216 tokens"});
+      if (orig > 0 && orig < m.ctx_native) m.ctx_native = orig;
+      m.ctx_extended = static_cast<int>(extended);
     }
   }
   // Parameters: the safetensors index total_size (bytes) over the checkpoint dtype, else computed later.
@@ -208,18 +258,29 @@ std::shared_ptr<const ModelSpec> load_config(const fs::path& config, const Catal
   if (fs::exists(index, ec)) {
     std::ifstream idx(index);
     const json j = json::parse(idx, nullptr, false);
-    if (!j.is_discarded() && j.contains("metadata") && j["metadata"].contains("total_size") && j["metadata"]["total_size"].is_number()) {
-      const std::string dtype = root.value("torch_dtype", root.value("dtype", std::string("bfloat16")));
+    if (j.is_discarded() || !j.is_object()) throw InputError(index.string(), "", "malformed JSON (a safetensors index must be a JSON object)");
+    if (j.contains("metadata") && j["metadata"].is_object() && j["metadata"].contains("total_size") && !j["metadata"]["total_size"].is_null()) {
+      const json& ts = j["metadata"]["total_size"];
+      const double total = ts.is_number() ? ts.get<double>() : -1;
+      if (!(total > 0 && total <= 1e16))  // 10 PB: beyond any checkpoint
+        throw InputError(index.string(), "metadata.total_size", fmt::format("is {}, not a checkpoint size in bytes", ts.dump().substr(0, 40)),
+                         {"1..1e16"});
+      const std::string dtype = string_field(root, "torch_dtype", config.string(), string_field(root, "dtype", config.string(), "bfloat16"));
       const double bytes_per = dtype == "float32" ? 4 : 2;
-      m.params = static_cast<std::int64_t>(j["metadata"]["total_size"].get<double>() / bytes_per);
+      m.params = static_cast<std::int64_t>(total / bytes_per);
       m.fields_used.push_back("model.safetensors.index.json metadata.total_size");
     }
   }
+  // The numbers as a whole (model_files/validate.hpp), before any is multiplied.
+  detail::check_model(m, [&](const std::string& field, const std::string& value, const std::string& problem, const std::string& accepted) {
+    throw InputError(config.string(), detail::config_key_of(field), fmt::format("config.json gives {}, which {}", value, problem), {accepted});
+  });
   if (m.params == 0) {
     // Σ of the recipe's tensors (the same shapes the weights are sized from).
     const WeightFormat* f16 = catalog.find_weight_format("F16");
     if (f16 && !m.mla && !m.recurrent) {
-      for (const auto& t : weight_tensors(m, *f16, engine)) m.params += t.ne0 * t.nrows;
+      for (const auto& t : weight_tensors(m, *f16, engine))
+        m.params = checked_add(m.params, checked_mul(t.ne0, t.nrows, "tensor elements"), "parameter count");
       m.fields_assumed.push_back("parameter count computed from the tensor shapes (no safetensors index)");
     } else {
       throw InputError(config.string(), "total_size", "no model.safetensors.index.json beside config.json to count the parameters");
@@ -244,6 +305,7 @@ std::shared_ptr<const ModelSpec> load_model_file(const std::string& path, const 
     if (ggufs.size() == 1) return load_gguf(ggufs.front(), catalog, engine);
     throw InputError("--model", path, "folder has no config.json (and not exactly one .gguf)");
   }
+  if (!fs::exists(p, ec)) throw InputError("--model", path, "no such file or folder");
   if (!fs::is_regular_file(p, ec)) throw InputError("--model", path, "is not a file or folder");
   if (has_gguf_magic(p)) return load_gguf(p, catalog, engine);
   if (p.extension() == ".json") return load_config(p, catalog, engine);

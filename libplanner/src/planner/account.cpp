@@ -18,9 +18,11 @@ void sum_pools(const Setup& s, Option& o) {
     PoolUsage u;
     u.pool = pool.id;
     for (const auto& a : o.allocations)
-      if (a.pool == pool.id) u.allocations += a.figure.bytes, u.allocations_high += a.figure.high;
-    u.total = u.allocations + pool.overhead.bytes;
-    u.total_high = u.allocations_high + pool.overhead.high;
+      if (a.pool == pool.id)
+        u.allocations = checked_add(u.allocations, a.figure.bytes, a.what),
+        u.allocations_high = checked_add(u.allocations_high, a.figure.high, a.what);
+    u.total = checked_add(u.allocations, pool.overhead.bytes, "pool total");
+    u.total_high = checked_add(u.allocations_high, pool.overhead.high, "pool total");
     u.headroom = pool.bounded() ? pool.capacity - pool.reserve - pool.margin - u.total_high : 0;
     o.pools.push_back(u);
   }
@@ -62,7 +64,7 @@ Option account_runtime(const Setup& s, const Candidate& c, int ctx) {
     // exllamav2/cache.py footprint(): fp16 K and V of one layer per device for the quantized cache.
     std::int64_t widest = 0;
     for (const auto& lc : layer_caches(m, *s.engine)) widest = std::max(widest, lc.k_width + lc.v_width);
-    const Bytes temp = static_cast<Bytes>(widest) * engines::runtime_tokens(rt, m, ctx, 0).full * seqs * 2;
+    const Bytes temp = checked_mul(checked_mul(widest, engines::runtime_tokens(rt, m, ctx, 0).full, "cache_temp"), seqs * 2LL, "cache_temp");
     put("cache_temp", s.device_pool, Figure::exact(temp, temp));
   }
   if (rt.fraction_covers_activations && s.activation_tokens > 0)
@@ -129,7 +131,7 @@ void add_projector(const Setup& s, const Candidate& c, Option& o) {
   const double n = p.n_patches() + 1.0;
   const double bytes = n * (2.0 * p.ff + 6.0 * p.embd) * 4 + (c.flash_attn ? 0 : n * n * p.heads * 4);
   if (bytes > 0)
-    o.allocations.push_back({"mmproj", "compute", pool, Figure::estimate(static_cast<Bytes>(bytes), static_cast<Bytes>(bytes * 1.5))});
+    o.allocations.push_back({"mmproj", "compute", pool, Figure::estimate(checked_bytes(bytes, "--mmproj compute"), checked_bytes(bytes * 1.5, "--mmproj compute"))});
 }
 
 

@@ -3,13 +3,14 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
-#include <regex>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
+#include <re2/re2.h>
 
 #include "kvplan/error.hpp"
+#include "model_files/validate.hpp"
 #include "planner/setup.hpp"
 
 namespace kvplan::detail {
@@ -51,8 +52,9 @@ std::vector<Pool> make_pools(const Setup& s, const Request& r, const std::vector
       if (s.runtime->memory_fraction > 0)
         dev.reserve += static_cast<Bytes>(std::llround(static_cast<double>(d.total) * (1 - s.runtime->memory_fraction)));
     }
-    if (dev.budget() <= 0)
-      throw InputError(r.free ? "--free" : "--reserve", format_size(r.free ? *r.free : dev.reserve),
+    if (dev.budget() <= 0)  // blame what the user gave: --free, else --reserve, else the device itself
+      throw InputError(r.free ? "--free" : r.reserve ? "--reserve" : "--gpu",
+                       r.free ? format_size(*r.free) : r.reserve ? format_size(dev.reserve) : i == 0 ? r.gpu : d.name,
                        fmt::format("leaves nothing for the plan on {} ({} after runtime overhead and margin)", d.name,
                                    format_size(dev.budget())));
     pools.push_back(dev);
@@ -191,6 +193,7 @@ void resolve_draft(const Catalog& c, Setup& s) {
   if (s.runtime) throw InputError("--model-draft", name, "speculative decoding is planned for llama.cpp only, not " + s.runtime->name);
   Setup::Draft d;
   d.model = r.model_draft_spec ? r.model_draft_spec.get() : &c.model(r.model_draft, "--model-draft");
+  if (r.model_draft_spec) check_model_spec(*r.model_draft_spec, "--model-draft");
   if (!s.engine->arch(d.model->arch))
     throw InputError("--model-draft", name, fmt::format("architecture '{}' is not modelled yet", d.model->arch));
   if (std::abs(d.model->vocab - s.model->vocab) > 128)
@@ -245,6 +248,7 @@ void resolve_engine_and_model(const Catalog& c, Setup& s) {
   s.own_memory = s.runtime && s.runtime->kind != "ollama";
   if (s.runtime) check_runtime_request(*s.runtime, s.request);
   s.model = r.model_spec ? r.model_spec.get() : &c.model(s.request.model);
+  if (r.model_spec) check_model_spec(*r.model_spec, "--model");  // a caller's own spec crosses the same boundary as a file's
   s.file_format.id = s.model->file_format;
   s.file_format.quality_source = "";
   s.file_format.rel_loss_estimate = true;  // not a catalog format: no measured loss
@@ -399,7 +403,7 @@ std::vector<Device> resolve_devices(const Catalog& c, Setup& s, const std::vecto
     if (devices[i].gpu && devices[i].gpu->bandwidth_gbs > 0) s.pool_bandwidth[s.pools[i].id] = devices[i].gpu->bandwidth_gbs;
   for (size_t i = 0; i < devices.size() && i < s.pools.size(); ++i)
     if (devices[i].gpu && devices[i].gpu->fp16_tflops > 0) s.pool_tflops[s.pools[i].id] = devices[i].gpu->fp16_tflops;
-  if (r.host_bandwidth_gbs && *r.host_bandwidth_gbs <= 0)
+  if (r.host_bandwidth_gbs && !(std::isfinite(*r.host_bandwidth_gbs) && *r.host_bandwidth_gbs > 0 && *r.host_bandwidth_gbs <= 1e6))
     throw InputError("--ram-bandwidth", fmt::format("{:g}", *r.host_bandwidth_gbs), "must be GB/s, above 0");
   if (s.pools.back().kind == "host") s.pool_bandwidth["host"] = r.host_bandwidth_gbs.value_or(60);  // dual-channel DDR5-4800: 76.8 GB/s peak
   s.device_pool = s.pools.front().id;
@@ -420,11 +424,12 @@ void resolve_overrides(Setup& s, const std::vector<Device>& devices) {
     for (size_t i = 0; i < devices.size() && !prefix.empty(); ++i) names.push_back(prefix + std::to_string(i));
     if (eq == std::string::npos || eq == 0) throw InputError("--override-tensor", ot, "needs PATTERN=DEVICE, e.g. exps=CPU", names);
     const std::string pattern = ot.substr(0, eq), device = ot.substr(eq + 1);
-    try {
-      (void)std::regex(pattern);
-    } catch (const std::regex_error& e) {
-      throw InputError("--override-tensor", ot, std::string("is not a valid regular expression: ") + e.what());
-    }
+    RE2::Options options;
+    options.set_log_errors(false);
+    if (const RE2 re(pattern, options); !re.ok())
+      throw InputError("--override-tensor", ot.size() > 80 ? ot.substr(0, 80) + "…" : ot,
+                       "is not a valid regular expression (RE2 syntax, as llama.cpp's ECMAScript without backreferences or lookaround): " +
+                           re.error());
     const auto it = std::find(names.begin(), names.end(), device);
     if (it == names.end()) throw InputError("--override-tensor", ot, "names no device of this plan", names, closest_match(device, names));
     s.placement.overrides.emplace_back(pattern, static_cast<int>(it - names.begin()) - 1);
@@ -522,7 +527,7 @@ void resolve_context(Setup& s) {
   const ModelSpec& m = *s.model;
   const int slots = r.kv_unified || s.own_memory ? 1 : std::max(1, r.n_parallel);
   const bool rope_flags = r.rope_scaling || r.rope_scale || r.yarn_orig_ctx;
-  const bool wants_extension = rope_flags || (r.ctx_size && *r.ctx_size > m.ctx_native * slots);
+  const bool wants_extension = rope_flags || (r.ctx_size && *r.ctx_size > static_cast<long long>(m.ctx_native) * slots);
   s.ctx_allowed = wants_extension && m.ctx_extended > 0 ? m.ctx_extended : m.ctx_native;
   s.target_ctx = std::min(s.task->ctx_target, s.ctx_allowed);
   s.min_ctx = std::min(s.task->ctx_min, s.ctx_allowed);
@@ -542,7 +547,7 @@ void check_ctx_size(const Setup& s, int slots) {
   if (r.ctx_size) {
     if (*r.ctx_size < kMinCtx)
       throw InputError("--ctx-size", std::to_string(*r.ctx_size), fmt::format("must be at least {}", kMinCtx));
-    if (*r.ctx_size > m.max_ctx() * slots)
+    if (*r.ctx_size > static_cast<long long>(m.max_ctx()) * slots)
       throw InputError("--ctx-size", std::to_string(*r.ctx_size),
                        fmt::format("is beyond {}'s maximum of {} tokens{}", m.name, m.max_ctx(),
                                    m.ctx_extended ? " (with rope scaling)" : ""));
