@@ -3,12 +3,15 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <map>
-#include <regex>
+#include <optional>
 #include <sstream>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -69,16 +72,24 @@ std::vector<std::pair<int, std::vector<std::string>>> csv_records(const std::str
   return out;
 }
 
+// The whole of `t` as a finite decimal number (an optional sign, digits, a fraction, an exponent), without
+// locale or exceptions; nullopt for anything else, out-of-range magnitudes included.
+std::optional<double> parse_double(std::string_view t) {
+  if (!t.empty() && t.front() == '+') t.remove_prefix(1);
+  if (t.empty() || !(std::isdigit(static_cast<unsigned char>(t.front())) || t.front() == '.' || t.front() == '-')) return std::nullopt;
+  double v = 0;
+  const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v, std::chars_format::general);
+  if (ec != std::errc() || end != t.data() + t.size() || !std::isfinite(v)) return std::nullopt;
+  return v;
+}
+
+// Shown in messages: a value is cut to a readable length.
+std::string shown(std::string_view t) { return t.size() > 60 ? std::string(t.substr(0, 60)) + "…" : std::string(t); }
+
 double number(const std::string& s, const std::string& where, const std::string& column) {
   const std::string t = trim(s);
-  try {
-    size_t used = 0;
-    const double v = std::stod(t, &used);
-    if (used != t.size() || !std::isfinite(v)) throw std::invalid_argument("");
-    return v;
-  } catch (const std::exception&) {
-    throw InputError(where, t, "column '" + column + "' is not a number");
-  }
+  if (const auto v = parse_double(t)) return *v;
+  throw InputError(where, shown(t), "column '" + column + "' is not a number", {"a finite decimal such as 0.012 or 1.5e-3"});
 }
 
 int rotation_of(const std::string& s, const std::string& where) {
@@ -89,12 +100,30 @@ int rotation_of(const std::string& s, const std::string& where) {
   throw InputError(where, s, "column 'rotation' must be yes, no or unknown", {"yes", "no", "unknown"});
 }
 
+bool is_digit(char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; }
+
+// "4.5bpw", "exl2 6.0 BPW": the first number directly before "bpw" (any case), else nullopt. A plain scan.
+std::optional<double> bpw_in(const std::string& w) {
+  const std::string l = lower(w);
+  for (size_t at = l.find("bpw"); at != std::string::npos; at = l.find("bpw", at + 1)) {
+    size_t end = at;
+    while (end > 0 && std::isspace(static_cast<unsigned char>(l[end - 1]))) --end;
+    size_t begin = end;
+    while (begin > 0 && is_digit(l[begin - 1])) --begin;
+    if (begin == end) continue;
+    if (begin >= 2 && l[begin - 1] == '.' && is_digit(l[begin - 2])) {  // a fraction: take its integer part too
+      begin -= 1;
+      while (begin > 0 && is_digit(l[begin - 1])) --begin;
+    }
+    if (const auto v = parse_double(std::string_view(l).substr(begin, end - begin))) return v;
+  }
+  return std::nullopt;
+}
+
 double bpw_of(const std::string& weights, const Catalog* catalog) {
   const std::string w = trim(weights);
   if (w.empty() || lower(w) == "f16" || lower(w) == "bf16" || lower(w) == "f32") return 16;
-  static const std::regex bpw(R"(([0-9]+(\.[0-9]+)?)\s*bpw)", std::regex::icase);
-  std::smatch m;
-  if (std::regex_search(w, m, bpw)) return std::stod(m[1]);
+  if (const auto v = bpw_in(w)) return *v;
   if (catalog)
     if (const WeightFormat* f = catalog->find_weight_format(w); f && f->bpw_llama31_8b > 0) return f->bpw_llama31_8b;
   return 0;
@@ -186,14 +215,108 @@ std::vector<Measurement> parse_csv(const std::string& text, const std::string& o
   return out;
 }
 
+// A plain scanner over one line of llama-perplexity output: linear, no backtracking, no recursion (a line of
+// any length is safe). Each reader returns nullopt when its pattern is not on the line.
+class LineScan {
+ public:
+  LineScan(std::string_view line, std::string where) : l_(line), where_(std::move(where)) {}
+
+  // "K (q8_0): ... V (q4_0)": the first K type and the last V type after it (llama_kv_cache lines).
+  std::optional<std::pair<std::string, std::string>> kv_types() const {
+    for (size_t at = l_.find("K ("); at != std::string_view::npos; at = l_.find("K (", at + 1)) {
+      const size_t id_end = ident_end(at + 3);
+      if (id_end == at + 3 || l_.compare(id_end, 2, "):") != 0) continue;
+      const std::string k(l_.substr(at + 3, id_end - at - 3));
+      for (size_t v = l_.rfind("V ("); v != std::string_view::npos && v > id_end; v = v == 0 ? std::string_view::npos : l_.rfind("V (", v - 1)) {
+        const size_t v_end = ident_end(v + 3);
+        if (v_end > v + 3 && v_end < l_.size() && l_[v_end] == ')') return std::pair{k, std::string(l_.substr(v + 3, v_end - v - 3))};
+      }
+      return std::nullopt;
+    }
+    return std::nullopt;
+  }
+  // "KEY = 123" (spaces optional): the digits after the first KEY that has them.
+  std::optional<std::string_view> assigned_digits(std::string_view key) const {
+    for (size_t at = l_.find(key); at != std::string_view::npos; at = l_.find(key, at + 1)) {
+      size_t i = skip_spaces(at + key.size());
+      if (i >= l_.size() || l_[i] != '=') continue;
+      i = skip_spaces(i + 1);
+      const size_t begin = i;
+      while (i < l_.size() && is_digit(l_[i])) ++i;
+      if (i > begin) return l_.substr(begin, i - begin);
+    }
+    return std::nullopt;
+  }
+  // "(4.89 BPW)"
+  std::optional<std::string_view> bpw() const {
+    for (size_t at = l_.find('('); at != std::string_view::npos; at = l_.find('(', at + 1)) {
+      size_t i = at + 1;
+      while (i < l_.size() && (is_digit(l_[i]) || l_[i] == '.')) ++i;
+      if (i == at + 1) continue;
+      const std::string_view num = l_.substr(at + 1, i - at - 1);
+      i = skip_spaces(i);
+      if (l_.compare(i, 4, "BPW)") == 0) return num;
+    }
+    return std::nullopt;
+  }
+  // "PREFIX<number> SEP <number>": the two numbers of "Final estimate: PPL = 5.1 +/- 0.03" or of
+  // "Mean PPL(Q)/PPL(base)     :   1.0012 ±   0.0004" (sep: one run of non-space characters).
+  std::optional<std::pair<std::string_view, std::string_view>> two_numbers(std::string_view prefix, bool colon_form) const {
+    const size_t at = l_.find(prefix);
+    if (at == std::string_view::npos) return std::nullopt;
+    size_t i = at + prefix.size();
+    if (colon_form) {
+      i = skip_spaces(i);
+      if (i >= l_.size() || l_[i] != ':') return std::nullopt;
+      i = skip_spaces(i + 1);
+    }
+    const std::string_view a = numeric_run(i);
+    if (a.empty()) return std::nullopt;
+    i += a.size();
+    if (colon_form) {
+      i = skip_spaces(i);
+      const size_t sep = i;
+      while (i < l_.size() && !std::isspace(static_cast<unsigned char>(l_[i]))) ++i;
+      if (i == sep) return std::nullopt;
+      i = skip_spaces(i);
+    } else {
+      if (l_.compare(i, 5, " +/- ") != 0) return std::nullopt;
+      i += 5;
+    }
+    const std::string_view b = numeric_run(i);
+    if (b.empty()) return std::nullopt;
+    return std::pair{a, b};
+  }
+  double to_double(std::string_view t, const char* what) const {
+    if (const auto v = parse_double(t)) return *v;
+    throw InputError(where_, shown(t), std::string(what) + " is not a number");
+  }
+  int to_int(std::string_view t, const char* what, int max) const {
+    const auto v = parse_double(t);
+    if (!v || *v < 0 || *v > max) throw InputError(where_, shown(t), std::string(what) + " is not a count", {fmt::format("0..{}", max)});
+    return static_cast<int>(*v);
+  }
+
+ private:
+  size_t ident_end(size_t i) const {
+    while (i < l_.size() && (std::isalnum(static_cast<unsigned char>(l_[i])) || l_[i] == '_')) ++i;
+    return i;
+  }
+  size_t skip_spaces(size_t i) const {
+    while (i < l_.size() && std::isspace(static_cast<unsigned char>(l_[i]))) ++i;
+    return i;
+  }
+  std::string_view numeric_run(size_t i) const {
+    size_t e = i;
+    while (e < l_.size() && (is_digit(l_[e]) || l_[e] == '.' || l_[e] == 'e' || l_[e] == 'E' || l_[e] == '+' || l_[e] == '-')) ++e;
+    return l_.substr(i, e - i);
+  }
+  std::string_view l_;
+  std::string where_;
+};
+
 // llama-perplexity output: runs in sequence; each run prints its cache types, context and result.
 std::vector<Measurement> parse_perplexity_log(const std::string& text, const std::string& origin) {
-  static const std::regex kv(R"(K \(([A-Za-z0-9_]+)\):.*V \(([A-Za-z0-9_]+)\))");
-  static const std::regex nctx(R"(n_ctx\s*=\s*([0-9]+))");
-  static const std::regex rot(R"(attn_rot_k\s*=\s*([01]))");
-  static const std::regex bpw(R"(\(([0-9.]+)\s*BPW\))");
-  static const std::regex final_ppl(R"(Final estimate: PPL = ([0-9.eE+-]+) \+/- ([0-9.eE+-]+))");
-  static const std::regex ratio(R"(Mean PPL\(Q\)/PPL\(base\)\s*:\s*([0-9.eE+-]+)\s*\S+\s*([0-9.eE+-]+))");
   struct Run {
     std::string k, v;
     int ctx = 0, rot = -1, line = 0;
@@ -201,19 +324,25 @@ std::vector<Measurement> parse_perplexity_log(const std::string& text, const std
   };
   std::vector<Run> runs;
   Run cur;
-  std::istringstream in(text);
-  std::string l;
   int line = 0;
-  std::smatch m;
-  while (std::getline(in, l)) {
+  for (size_t pos = 0; pos < text.size();) {
+    const size_t nl = text.find('\n', pos);
+    const std::string_view l = std::string_view(text).substr(pos, nl == std::string::npos ? std::string::npos : nl - pos);
+    pos = nl == std::string::npos ? text.size() : nl + 1;
     ++line;
-    if (l.find("llama_kv_cache") != std::string::npos && std::regex_search(l, m, kv)) cur.k = m[1], cur.v = m[2];
-    if (l.find("perplexity") != std::string::npos && std::regex_search(l, m, nctx)) cur.ctx = std::stoi(m[1]);
-    if (std::regex_search(l, m, rot)) cur.rot = std::stoi(m[1]);
-    if (l.find("file size") != std::string::npos && std::regex_search(l, m, bpw)) cur.bpw = std::stod(m[1]);
+    const LineScan scan(l, fmt::format("{}:{}", origin, line));
+    if (l.find("llama_kv_cache") != std::string_view::npos)
+      if (const auto kv = scan.kv_types()) cur.k = kv->first, cur.v = kv->second;
+    if (l.find("perplexity") != std::string_view::npos)
+      if (const auto n = scan.assigned_digits("n_ctx")) cur.ctx = scan.to_int(*n, "n_ctx", 100'000'000);
+    if (const auto r = scan.assigned_digits("attn_rot_k"); r && (*r == "0" || *r == "1")) cur.rot = *r == "1" ? 1 : 0;
+    if (l.find("file size") != std::string_view::npos)
+      if (const auto b = scan.bpw()) cur.bpw = scan.to_double(*b, "the file's BPW");
     bool done = false;
-    if (std::regex_search(l, m, final_ppl)) cur.ppl = std::stod(m[1]), cur.ppl_err = std::stod(m[2]), done = true;
-    if (std::regex_search(l, m, ratio)) cur.rel = std::stod(m[1]) - 1, cur.rel_err = std::stod(m[2]), done = true;
+    if (const auto f = scan.two_numbers("Final estimate: PPL = ", false))
+      cur.ppl = scan.to_double(f->first, "PPL"), cur.ppl_err = scan.to_double(f->second, "the PPL error"), done = true;
+    if (const auto q = scan.two_numbers("Mean PPL(Q)/PPL(base)", true))
+      cur.rel = scan.to_double(q->first, "PPL(Q)/PPL(base)") - 1, cur.rel_err = scan.to_double(q->second, "the ratio's error"), done = true;
     if (done) {
       if (cur.k.empty() || cur.v.empty())
         throw InputError(fmt::format("{}:{}", origin, line), "", "a perplexity result without the run's 'llama_kv_cache ... K (type) ... V (type)' line");
@@ -267,6 +396,8 @@ std::vector<Measurement> parse_measurements(const std::string& text, const std::
 }
 
 std::vector<Measurement> read_measurements(const std::string& path, const Catalog* catalog) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) throw InputError("--priors", path, "no such file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError("--priors", path, "cannot read the measurements file");
   std::stringstream text;
