@@ -1,10 +1,15 @@
 #include "args.hpp"
 
+#include <algorithm>
+#include <cctype>
 #include <map>
+
+#include "kvplan/error.hpp"
 
 namespace kvplan::cli {
 
-std::vector<std::string> rewrite_llama_flags(const std::vector<std::string>& args) {
+namespace {
+const std::map<std::string, std::string>& llama_long_names() {
   static const std::map<std::string, std::string> long_names = {
       {"-c", "--ctx-size"},      {"-ctk", "--cache-type-k"}, {"-ctv", "--cache-type-v"}, {"-fa", "--flash-attn"},
       {"-np", "--parallel"},     {"-kvu", "--kv-unified"},   {"-ub", "--ubatch-size"},   {"-b", "--batch-size"},
@@ -12,6 +17,18 @@ std::vector<std::string> rewrite_llama_flags(const std::vector<std::string>& arg
       {"-nkvo", "--no-kv-offload"}, {"-ot", "--override-tensor"}, {"-cmoe", "--cpu-moe"}, {"-ncmoe", "--n-cpu-moe"},
       {"-md", "--model-draft"}, {"-ctkd", "--cache-type-k-draft"}, {"-ctvd", "--cache-type-v-draft"},
       {"-ngld", "--n-gpu-layers-draft"}, {"-mm", "--mmproj"}, {"-devd", "--device-draft"}, {"-fit", "--fit"}, {"-fitt", "--fit-target"}, {"-fitc", "--fit-ctx"}};
+  return long_names;
+}
+}  // namespace
+
+std::vector<std::string> llama_short_flags() {
+  std::vector<std::string> out;
+  for (const auto& [short_name, long_name] : llama_long_names()) out.push_back(short_name);
+  return out;
+}
+
+std::vector<std::string> rewrite_llama_flags(const std::vector<std::string>& args) {
+  const auto& long_names = llama_long_names();
   std::vector<std::string> out;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
@@ -28,6 +45,54 @@ std::vector<std::string> rewrite_llama_flags(const std::vector<std::string>& arg
       out.push_back("on");
   }
   return out;
+}
+
+namespace {
+bool is_number(const std::string& s) {
+  size_t i = s[0] == '-' || s[0] == '+' ? 1 : 0;
+  if (i >= s.size()) return false;
+  for (; i < s.size(); ++i)
+    if (!std::isdigit(static_cast<unsigned char>(s[i])) && s[i] != '.' && s[i] != 'e' && s[i] != 'E') return false;
+  return true;
+}
+bool contains(const std::vector<std::string>& v, const std::string& s) { return std::find(v.begin(), v.end(), s) != v.end(); }
+}  // namespace
+
+void check_flags(const std::vector<std::string>& args, const std::vector<std::string>& known,
+                 const std::vector<std::string>& takes_value) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    const bool previous_takes_value = i > 0 && contains(takes_value, args[i - 1]);
+    if (a.empty()) {
+      if (previous_takes_value) throw InputError(args[i - 1], "", "needs a value, and an empty one was given (see kvplan --help)");
+      continue;
+    }
+    if (a.size() < 2 || a[0] != '-' || is_number(a) || previous_takes_value) continue;  // a value, a negative number
+    const size_t eq = a.find('=');
+    const std::string name = a.substr(0, eq);
+    if (!contains(known, name)) {
+      // the closest name, trying those of the typed length first (so --tpo suggests --top, not --tp),
+      // and none under half its length: a short flag is a substring of too many typos (--frobnicate is not -b)
+      std::vector<std::string> by_length;
+      for (const auto& k : known)
+        if (2 * k.size() >= name.size()) by_length.push_back(k);
+      auto gap = [&](const std::string& k) { return k.size() > name.size() ? k.size() - name.size() : name.size() - k.size(); };
+      std::stable_sort(by_length.begin(), by_length.end(), [&](const std::string& x, const std::string& y) { return gap(x) < gap(y); });
+      throw InputError(name, "", "is not a kvplan flag (kvplan --help lists them)", {}, closest_match(name, by_length));
+    }
+    if (eq != std::string::npos && eq + 1 == a.size() && contains(takes_value, name))
+      throw InputError(name, "", "needs a value, and an empty one was given (see kvplan --help)");
+  }
+}
+
+bool looks_like_path(const std::string& v) {
+  auto ends_with = [&](const char* suffix) {
+    const std::string s(suffix);
+    return v.size() >= s.size() && v.compare(v.size() - s.size(), s.size(), s) == 0;
+  };
+  if (v.rfind("/", 0) == 0 || v.rfind("./", 0) == 0 || v.rfind("../", 0) == 0 || v.rfind("~", 0) == 0) return true;
+  if (ends_with(".json")) return true;
+  return ends_with(".gguf") && v.find('/') != std::string::npos;
 }
 
 }  // namespace kvplan::cli

@@ -11,4 +11,16 @@ namespace kvplan::cli {
 // can declare; a leading "llama-server" is dropped so a pasted launch line parses.
 std::vector<std::string> rewrite_llama_flags(const std::vector<std::string>& args);
 
+// The llama.cpp short spellings rewrite_llama_flags knows (-c, -ctk, -ngl, …), for "did you mean" suggestions.
+std::vector<std::string> llama_short_flags();
+
+// Checks the arguments before CLI11 parses them, so the message names the flag as typed: a flag kvplan does not
+// know ("did you mean"), or an empty value given to a flag that takes one ("-c ''", "--fit-target="). `known`:
+// every flag name; `takes_value`: those that take a value. Throws InputError.
+void check_flags(const std::vector<std::string>& args, const std::vector<std::string>& known,
+                 const std::vector<std::string>& takes_value);
+
+// A --model / --model-draft / --mmproj value that names a file path rather than a catalog model.
+bool looks_like_path(const std::string& value);
+
 }  // namespace kvplan::cli

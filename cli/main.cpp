@@ -166,16 +166,50 @@ int run(int argc, char** argv) {
   int explain_rank = 1;
   explain_cmd->add_option("--rank", explain_rank, "which ranked option (default 1, the recommendation)");
 
-  std::vector<std::string> reversed(args.rbegin(), args.rend());
+  {  // every flag name kvplan and its subcommands know, and which take a value
+    std::vector<std::string> known = kvplan::cli::llama_short_flags(), takes_value;
+    std::vector<const CLI::App*> apps = {&app};
+    for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) apps.push_back(sub);
+    for (const CLI::App* a : apps)
+      for (const CLI::Option* o : a->get_options()) {
+        std::vector<std::string> names;
+        for (const auto& n : o->get_lnames()) names.push_back("--" + n);
+        for (const auto& n : o->get_snames()) names.push_back("-" + n);
+        for (const auto& n : names) {
+          known.push_back(n);
+          if (o->get_type_size_max() > 0) takes_value.push_back(n);
+        }
+      }
+    kvplan::cli::check_flags(args, known, takes_value);
+  }
+  std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11's parse(vector) takes them last first
   try {
     app.parse(reversed);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
+  } catch (const CLI::ExtrasError&) {
+    // CLI11 2.1 prints the leftovers last first; say them in the order they were typed
+    std::string rest;
+    for (const auto& a : app.remaining()) rest += (rest.empty() ? "" : " ") + (a.empty() ? std::string("''") : a);
+    std::cerr << "kvplan: not expected: " << rest << "\n(kvplan takes flags with values, e.g. --gpu 24GB --model qwen3-8b; run kvplan --help)\n";
+    return 2;
   } catch (const CLI::ParseError& e) {
     std::cerr << "kvplan: " << e.what() << "\n(run kvplan --help for the flags)\n";
     return 2;
+  }
+  // A value that names a file must name one that exists (a catalog name never looks like a path).
+  for (const auto& [flag, value] : {std::pair<std::string, const std::string*>{"--model", &model}, {"--model-draft", &model_draft},
+                                    {"--mmproj", &mmproj}, {"--priors", &priors_file}}) {
+    std::error_code ec;
+    const bool file_flag = flag == "--mmproj" || flag == "--priors";
+    if (!value->empty() && (file_flag || kvplan::cli::looks_like_path(*value)) && !std::filesystem::exists(*value, ec))
+      throw InputError(flag, *value, "no such file");
+  }
+  for (const auto& d : data_dirs) {
+    std::error_code ec;
+    if (!std::filesystem::exists(d, ec)) throw InputError("--data", d, "no such directory");
   }
 
   for (const auto* opt : unmodelled)
