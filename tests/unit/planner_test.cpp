@@ -342,7 +342,8 @@ TEST_CASE("partial offload: -ngl N puts the output layer and the last N - 1 laye
   // the weights split between the pools and add up to the full-offload total (up to padding)
   Request full = r;
   full.n_gpu_layers = -1;  // every layer on the GPU (it does not fit 16 GB: the option is sized all the same)
-  const Option& f = plan(kvtest::catalog(), full).options.front();
+  const Plan full_plan = plan(kvtest::catalog(), full);  // kept alive: f refers into it
+  const Option& f = full_plan.options.front();
   const Bytes split = o.sum("weights") + o.sum("weights_host");
   const Bytes whole = f.sum("weights") + f.sum("weights_host");
   CHECK(std::llabs(split - whole) < 64LL * 9 * 128);  // at most one alignment pad per tensor differs
