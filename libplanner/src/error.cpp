@@ -8,7 +8,9 @@ namespace {
 
 std::string compose(const std::string& field, const std::string& value, const std::string& problem,
                     const std::vector<std::string>& accepted, const std::string& suggestion) {
-  std::string msg = value.empty() ? field + ": " + problem : field + " '" + value + "': " + problem;
+  // a hostile value may be huge: show its start and its length
+  const std::string shown = value.size() > 200 ? value.substr(0, 120) + "… (" + std::to_string(value.size()) + " characters)" : value;
+  std::string msg = value.empty() ? field + ": " + problem : field + " '" + shown + "': " + problem;
   if (!suggestion.empty()) msg += "; did you mean '" + suggestion + "'?";
   if (!accepted.empty()) {
     msg += " (accepted: ";
@@ -52,6 +54,8 @@ InputError::InputError(std::string field, std::string value, std::string problem
       suggestion_(std::move(suggestion)) {}
 
 std::string closest_match(const std::string& wanted, const std::vector<std::string>& candidates) {
+  // No name is hundreds of characters long: a longer input is no typo, and the edit distance is quadratic.
+  if (wanted.size() > 256) return {};
   const std::string w = fold(wanted);
   std::string best;
   size_t best_d = SIZE_MAX;

@@ -110,6 +110,9 @@ class Reader {
     return has(key) ? convert<T>(key, e_.fields.at(key).first) : fallback;
   }
   const YAML::Node* node(const std::string& key) const { return has(key) ? &e_.fields.at(key).first : nullptr; }
+  // A field that must be a mapping (rope_scaling, moe, ggml_types, …) or a list (backends, rules, …).
+  const YAML::Node* map_node(const std::string& key) const { return shaped(key, true); }
+  const YAML::Node* list_node(const std::string& key) const { return shaped(key, false); }
   template <typename T>
   T convert(const std::string& key, const YAML::Node& n) const {
     T out{};
@@ -140,6 +143,13 @@ class Reader {
   const std::string& id() const { return e_.id; }
 
  private:
+  const YAML::Node* shaped(const std::string& key, bool map) const {
+    const YAML::Node* n = node(key);
+    if (n && !(map ? n->IsMap() : n->IsSequence()))
+      throw InputError(location(key), YAML::Dump(*n).substr(0, 60),
+                       collection_ + " '" + e_.id + "' field '" + key + "' must be a " + (map ? "mapping" : "list"));
+    return n;
+  }
   const Entry& e_;
   std::string collection_;
 };
@@ -199,18 +209,18 @@ ModelSpec read_model(const Reader& r) {
     throw InputError(r.location("heads"), std::to_string(m.heads), "'" + m.id + "' head counts must not be negative");
   if (m.kv_heads > 0 && m.heads % m.kv_heads != 0)
     throw InputError(r.location("kv_heads"), std::to_string(m.kv_heads), "'" + m.id + "' heads must be a multiple of kv_heads");
-  if (const auto* n = r.node("rope_scaling")) {
+  if (const auto* n = r.map_node("rope_scaling")) {
     m.rope_scaling = RopeScaling{sub<std::string>(r, *n, "rope_scaling", "type"), sub<double>(r, *n, "rope_scaling", "factor"),
                                  sub<int>(r, *n, "rope_scaling", "orig_ctx")};
   }
   if (m.ctx_extended > 0 && !m.rope_scaling)
     throw InputError(r.location("ctx_extended"), std::to_string(m.ctx_extended), "'" + m.id + "' has ctx_extended but no rope_scaling");
-  if (const auto* n = r.node("swa")) {
+  if (const auto* n = r.map_node("swa")) {
     m.swa = SlidingWindow{sub<int>(r, *n, "swa", "window"), sub<int>(r, *n, "swa", "pattern")};
     if (m.swa->window <= 0 || m.swa->pattern < 2)
       throw InputError(r.location("swa"), YAML::Dump(*n), "'" + m.id + "' swa needs window > 0 and pattern >= 2");
   }
-  if (m.swa) m.swa->chunked = (*r.node("swa"))["chunked"] && r.convert<bool>("swa.chunked", (*r.node("swa"))["chunked"]);
+  if (m.swa) m.swa->chunked = (*r.map_node("swa"))["chunked"] && r.convert<bool>("swa.chunked", (*r.map_node("swa"))["chunked"]);
   m.kv_heads_per_layer = r.get<std::vector<int>>("kv_heads_per_layer", {});
   m.sliding_layers = r.get<std::vector<int>>("sliding_layers", {});
   m.head_dim_k_swa = r.get<int>("head_dim_swa", 0);
@@ -220,7 +230,7 @@ ModelSpec read_model(const Reader& r) {
     if (!list->empty() && static_cast<int>(list->size()) != m.layers)
       throw InputError(r.location(list == &m.sliding_layers ? "sliding_layers" : "kv_heads_per_layer"), std::to_string(list->size()),
                        "'" + m.id + "' per-layer list must have one entry per layer (" + std::to_string(m.layers) + ")");
-  if (const auto* n = r.node("mla")) {
+  if (const auto* n = r.map_node("mla")) {
     Mla mla;
     mla.kv_lora_rank = sub<int>(r, *n, "mla", "kv_lora_rank");
     mla.rope_dim = sub<int>(r, *n, "mla", "rope_dim");
@@ -230,7 +240,7 @@ ModelSpec read_model(const Reader& r) {
     mla.q_lora_rank = (*n)["q_lora_rank"] ? r.convert<int>("mla.q_lora_rank", (*n)["q_lora_rank"]) : 0;
     m.mla = mla;
   }
-  if (const auto* n = r.node("recurrent")) {
+  if (const auto* n = r.map_node("recurrent")) {
     Recurrent rec;
     rec.kind = sub<std::string>(r, *n, "recurrent", "kind");
     static const std::vector<std::string> kinds = {"mamba", "mamba2", "gdn", "rwkv6", "rwkv7", "lfm2"};
@@ -250,7 +260,7 @@ ModelSpec read_model(const Reader& r) {
     if ((*n)["attention_layers"]) rec.attention_layers = r.convert<std::vector<int>>("recurrent.attention_layers", (*n)["attention_layers"]);
     m.recurrent = rec;
   }
-  if (const auto* n = r.node("moe")) {
+  if (const auto* n = r.map_node("moe")) {
     Moe moe;
     moe.experts = sub<int>(r, *n, "moe", "experts");
     moe.experts_used = sub<int>(r, *n, "moe", "experts_used");
@@ -304,7 +314,7 @@ EngineSpec read_engine(const Reader& r) {
   e.build_name = r.get<std::string>("build_name");
   e.build = r.get<int>("build", 0);
   e.build_source = r.get<std::string>("build_source");
-  if (const auto* n = r.node("ggml_types")) {
+  if (const auto* n = r.map_node("ggml_types")) {
     for (const auto& kv : *n) {
       GgmlType t;
       t.name = kv.first.as<std::string>();
@@ -317,7 +327,7 @@ EngineSpec read_engine(const Reader& r) {
       e.ggml_types.push_back(t);
     }
   }
-  if (const auto* n = r.node("archs")) {
+  if (const auto* n = r.map_node("archs")) {
     for (const auto& kv : *n) {
       const std::string name = kv.first.as<std::string>();
       const YAML::Node& a = kv.second;
@@ -371,7 +381,7 @@ EngineSpec read_engine(const Reader& r) {
   r.range("weights_rel_error", e.weights_rel_error, 0.0, 10.0, "a fraction");
   r.range("weights_rel_error_fallback", e.weights_rel_error_fallback, 0.0, 10.0, "a fraction");
   e.margin_source = r.get<std::string>("margin_source", "");
-  if (const auto* n = r.node("backends")) {
+  if (const auto* n = r.list_node("backends")) {
     for (const auto& b : *n) {
       BackendSpec s;
       s.id = sub<std::string>(r, b, "backends", "id");
@@ -411,7 +421,7 @@ EngineSpec read_engine(const Reader& r) {
       e.backends.push_back(s);
     }
   }
-  if (const auto* n = r.node("build_rules")) {
+  if (const auto* n = r.list_node("build_rules")) {
     for (const auto& b : *n) {
       BuildRule rule;
       rule.rule = sub<std::string>(r, b, "build_rules", "rule");
@@ -433,7 +443,7 @@ WeightFormat read_format(const Reader& r) {
   f.source = r.get<std::string>("source", "");
   f.quality_source = r.get<std::string>("quality_source", "");
   f.offered = r.get<bool>("offered", true);
-  if (const auto* n = r.node("rules")) {
+  if (const auto* n = r.list_node("rules")) {
     for (const auto& rule : *n) {
       TensorTypeRule t;
       const YAML::Node tensors = rule["tensors"];
@@ -479,7 +489,7 @@ TaskProfile read_task(const Reader& r) {
   t.speed_source = r.get<std::string>("speed_source");
   if (!(t.decode_floor_tps > 0) || !(t.ttft_max_s >= 0))
     throw InputError("tasks." + t.id + ".decode_floor_tps", std::to_string(t.decode_floor_tps), "must be tokens per second above 0 (ttft_max_s 0 or more)");
-  if (const auto* n = r.node("strictness")) {
+  if (const auto* n = r.list_node("strictness")) {
     for (const auto& b : *n) {
       StrictnessBand band;
       band.upto = b["upto"] && !b["upto"].IsNull() ? r.convert<int>("upto", b["upto"]) : 0;
@@ -535,7 +545,7 @@ PriorParams read_prior(const Reader& r) {
 #undef KVPLAN_PRIOR_FIELD
   if (p.size_knee_b <= 0 || p.ctx_floor <= 0)
     throw InputError(r.location("size_knee_b"), "", "prior: size_knee_b and ctx_floor must be positive");
-  if (const auto* n = r.node("types")) {
+  if (const auto* n = r.list_node("types")) {
     for (const auto& t : *n) {
       require_keys(r, t, "types", {"type", "engine", "bits", "k_bits", "v_bits", "rotation", "planned"});
       TypeSensitivity s;
@@ -552,7 +562,7 @@ PriorParams read_prior(const Reader& r) {
       p.types.push_back(s);
     }
   }
-  if (const auto* n = r.node("families")) {
+  if (const auto* n = r.list_node("families")) {
     for (const auto& f : *n) {
       require_keys(r, f, "families", {"family", "k_low_bits_max", "k_low_bits_rot", "k_low_bits_norot", "all_bits", "source"});
       FamilyFactor ff;
@@ -565,7 +575,7 @@ PriorParams read_prior(const Reader& r) {
       p.families.push_back(ff);
     }
   }
-  if (const auto* n = r.node("measured")) {
+  if (const auto* n = r.list_node("measured")) {
     for (const auto& e : *n) {
       require_keys(r, e, "measured", {"id", "k_type", "v_type", "rotation", "family", "params_b", "kind", "text", "source"});
       MeasuredEvidence m;
@@ -581,7 +591,7 @@ PriorParams read_prior(const Reader& r) {
       p.measured.push_back(m);
     }
   }
-  if (const auto* n = r.node("evidence")) {
+  if (const auto* n = r.list_node("evidence")) {
     for (const auto& e : *n)
       p.evidence.push_back(Evidence{sub<std::string>(r, e, "evidence", "id"), sub<std::string>(r, e, "evidence", "text"),
                                     sub<std::string>(r, e, "evidence", "source")});
@@ -591,7 +601,7 @@ PriorParams read_prior(const Reader& r) {
 
 MiBRange read_mib_range(const Reader& r, const std::string& key) {
   MiBRange m;
-  if (const auto* n = r.node(key)) {
+  if (const auto* n = r.map_node(key)) {
     m.typical = sub<double>(r, *n, key, "typical");
     m.high = sub<double>(r, *n, key, "high");
     if (m.typical < 0 || m.high < m.typical)
@@ -658,7 +668,7 @@ RuntimeProfile read_runtime(const Reader& r) {
     c.source = sub<std::string>(r, t, "cache_types", "source");
     e.cache_types.push_back(c);
   }
-  if (const auto* ws = r.node("weights")) {
+  if (const auto* ws = r.list_node("weights")) {
     for (const auto& w : *ws) {
       require_keys(r, w, "weights", {"id", "bpw", "head_bpw", "embed_bpw", "embed_on_host", "quality_as", "flag", "source"});
       WeightFormat f;

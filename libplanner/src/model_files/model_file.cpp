@@ -135,22 +135,22 @@ double number_field(const json& obj, const char* key, const std::string& file, d
   return obj[key].get<double>();
 }
 
-std::shared_ptr<const ModelSpec> load_config_json(const fs::path& config, const Catalog& catalog, const EngineSpec& engine);
+std::shared_ptr<const ModelSpec> load_config_json(const std::string& text, const fs::path& config, const Catalog& catalog,
+                                                  const EngineSpec& engine);
 
 std::shared_ptr<const ModelSpec> load_config(const fs::path& config, const Catalog& catalog, const EngineSpec& engine) {
-  try {
-    return load_config_json(config, catalog, engine);
-  } catch (const json::exception& e) {  // a JSON type kvplan did not check field by field: still bad input
-    throw InputError(config.string(), "", std::string("config.json has a field of the wrong JSON type: ") + e.what());
-  }
+  std::ifstream in(config, std::ios::binary);
+  if (!in) throw InputError("--model", config.string(), "cannot open the file");
+  std::stringstream text;
+  text << in.rdbuf();
+  return detail::model_from_config_text(text.str(), config.string(), catalog, engine);
 }
 
-std::shared_ptr<const ModelSpec> load_config_json(const fs::path& config, const Catalog& catalog, const EngineSpec& engine) {
-  std::ifstream in(config);
-  if (!in) throw InputError("--model", config.string(), "cannot open the file");
+std::shared_ptr<const ModelSpec> load_config_json(const std::string& text, const fs::path& config, const Catalog& catalog,
+                                                  const EngineSpec& engine) {
   json root;
   try {
-    root = json::parse(in);
+    root = json::parse(text);
   } catch (const json::parse_error& e) {
     throw InputError(config.string(), "", fmt::format("malformed JSON at byte {}: {}", e.byte, e.what()));
   }
@@ -292,6 +292,17 @@ std::shared_ptr<const ModelSpec> load_config_json(const fs::path& config, const 
 }
 
 }  // namespace
+
+namespace detail {
+std::shared_ptr<const ModelSpec> model_from_config_text(const std::string& text, const std::string& path, const Catalog& catalog,
+                                                        const EngineSpec& engine) {
+  try {
+    return load_config_json(text, path, catalog, engine);
+  } catch (const json::exception& e) {  // a JSON type kvplan did not check field by field: still bad input
+    throw InputError(path, "", std::string("config.json has a field of the wrong JSON type: ") + e.what());
+  }
+}
+}  // namespace detail
 
 std::shared_ptr<const ModelSpec> load_model_file(const std::string& path, const Catalog& catalog, const std::string& engine_id) {
   const EngineSpec& engine = catalog.engine(engine_id);

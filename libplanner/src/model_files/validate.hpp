@@ -4,6 +4,7 @@
 // width or dimensions whose products cannot be sized.
 #pragma once
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "kvplan/catalog.hpp"
@@ -21,6 +22,11 @@ void check_model(const ModelSpec& m, const FieldError& fail);
 
 // check_model for a spec a caller built or loaded (Request::model_spec): errors name `flag` and the model.
 void check_model_spec(const ModelSpec& m, const std::string& flag);
+
+// A model from the text of a config.json at `path` (a safetensors index beside `path` is read when present):
+// load_model_file's reader, for the fuzz target that plans from config.json text.
+std::shared_ptr<const ModelSpec> model_from_config_text(const std::string& text, const std::string& path, const Catalog& catalog,
+                                                        const EngineSpec& engine);
 
 // The GGUF metadata key (without the architecture prefix) and the config.json field of a catalog field name.
 std::string gguf_key_of(const std::string& field);

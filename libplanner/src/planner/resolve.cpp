@@ -349,9 +349,9 @@ std::vector<std::string> device_specs(Setup& s) {
                      {"layer", "none"});
   if (!r.tensor_split.empty() && r.tensor_split.size() != specs.size())
     throw InputError("--tensor-split", fmt::format("{} values", r.tensor_split.size()), fmt::format("needs one value per GPU ({})", specs.size()));
-  if (std::any_of(r.tensor_split.begin(), r.tensor_split.end(), [](double v) { return !std::isfinite(v) || v < 0; }) ||
+  if (std::any_of(r.tensor_split.begin(), r.tensor_split.end(), [](double v) { return !std::isfinite(v) || v < 0 || v > 1e6; }) ||
       (!r.tensor_split.empty() && std::all_of(r.tensor_split.begin(), r.tensor_split.end(), [](double v) { return v == 0; })))
-    throw InputError("--tensor-split", "", "needs non-negative proportions, not all zero");
+    throw InputError("--tensor-split", "", "needs non-negative proportions up to 1e6, not all zero");
   if (r.split_mode == "none") specs.resize(1);  // llama.cpp uses the main GPU alone
   return specs;
 }
