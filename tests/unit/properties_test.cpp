@@ -48,7 +48,7 @@ TEST_CASE("more bits never raise the predicted loss; loss never falls as context
   }
 }
 
-TEST_CASE("ranked options: all fit, none is dominated by one ranked below it") {
+TEST_CASE("ranked options: all fit, none is dominated by one ranked below it", "[slow]") {
   const auto& c = kvtest::catalog();
   for (size_t i = 0; i < c.models.size(); i += 3) {
     for (const auto& dev : kDevices) {
@@ -83,7 +83,7 @@ TEST_CASE("ranked options: all fit, none is dominated by one ranked below it") {
   }
 }
 
-TEST_CASE("inverse query: the largest context c fits and c + 256 does not") {
+TEST_CASE("inverse query: the largest context c fits and c + 256 does not", "[slow]") {
   const auto& c = kvtest::catalog();
   for (size_t i = 0; i < c.models.size(); i += 4) {
     for (const auto& dev : kDevices) {
@@ -115,7 +115,7 @@ TEST_CASE("inverse query: the largest context c fits and c + 256 does not") {
   }
 }
 
-TEST_CASE("the default CUDA build is never recommended a mixed pair") {
+TEST_CASE("the default CUDA build is never recommended a mixed pair", "[slow]") {
   const auto& c = kvtest::catalog();
   for (const auto& m : c.models) {
     for (const char* dev : {"24GB", "rtx4090", "12GB"}) {

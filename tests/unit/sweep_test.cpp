@@ -14,7 +14,7 @@ const char* const kSweepGpus[] = {"8GB", "rtx3060-12gb", "rtx4090", "m4max-128gb
 const char* const kSweepTasks[] = {"general", "agentic", "coding", "rag", "chat", "summarization", "creative", "reasoning"};
 }  // namespace
 
-TEST_CASE("decision sweep: no avoid recommended, every suggestion re-plans to its option") {
+TEST_CASE("decision sweep: no avoid recommended, every suggestion re-plans to its option", "[slow]") {
   const auto& c = kvtest::catalog();
   int plans = 0, suggestions = 0;
   for (size_t i = 0; i < c.models.size(); ++i) {
@@ -53,7 +53,7 @@ TEST_CASE("decision sweep: no avoid recommended, every suggestion re-plans to it
   CHECK(suggestions > 10);  // the sweep reaches plans that recommend nothing
 }
 
-TEST_CASE("decision sweep: max-context answers equal a brute-force search over flash attention") {
+TEST_CASE("decision sweep: max-context answers equal a brute-force search over flash attention", "[slow]") {
   const auto& c = kvtest::catalog();
   for (size_t i = 0; i < c.models.size(); i += 3) {
     for (const char* gpu : {"rtx3060-12gb", "rtx4090"}) {
