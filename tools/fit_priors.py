@@ -482,15 +482,16 @@ class Model:
         k = v = 0.0
         if kq:
             e = bk - fx["bits_ref"]
-            a = p["a_k"] * math.exp(-p["beta_k"] * e)
-            if not rot_k:
-                a *= 1 + p["r_norot"] * math.exp(-p["beta_norot"] * e) * self.size_factor(n, p["size_exponent_norot"])
+            a_rot = p["a_k"] * math.exp(-p["beta_k"] * e)
+            a_norot = a_rot * (1 + p["r_norot"] * math.exp(-p["beta_norot"] * e) * self.size_factor(n, p["size_exponent_norot"]))
             s = self.size_factor(n, p["size_exponent_k"])
             alpha = min(p["alpha_k"] * (fx["size_ref_b"] / n) ** p["alpha_k_size"], fx["alpha_k_max"]) if bk <= fx["low_bits"] else 0.0
-            f = 1.0
+            f_rot = f_norot = 1.0
             if fam and fam[0][0] and bk <= fam[2]:
-                f = p[fam[0][0]] if rot_k else p[fam[0][1]]
-            k = f * s * a * ctx ** alpha
+                f_rot, f_norot = p[fam[0][0]], p[fam[0][1]]
+            # rotation never predicted to hurt: a rotated K term is at most the unrotated one (prior.cpp kv_parts)
+            k_norot = f_norot * a_norot
+            k = (min(f_rot * a_rot, k_norot) if rot_k else k_norot) * s * ctx ** alpha
         if vq:
             e = bv - fx["bits_ref"]
             a = p["a_v"] * math.exp(-p["beta_v"] * e)

@@ -110,6 +110,18 @@ TEST_CASE("smaller models suffer more; rotation helps 4-bit K") {
   CHECK(r8 < 1.1);
 }
 
+TEST_CASE("rotation never raises the predicted loss: every catalog model, every quantized llama.cpp K type, short and long") {
+  // A rotated Qwen3 K once predicted worse than an unrotated one at 5 bits (the family's rotated factor 3.5 against
+  // 1.9 unrotated): the rotated term is now at most the unrotated one.
+  const auto& c = kvtest::catalog();
+  for (const auto& m : c.models)
+    for (const char* k : {"q8_0", "q5_1", "q5_0", "q4_1", "iq4_nl", "q4_0"})
+      for (int ctx : {2048, 32768}) {
+        INFO(m.id << " K " << k << " ctx " << ctx);
+        CHECK(assess(m.id.c_str(), k, "f16", ctx, "general", true).kv_loss <= assess(m.id.c_str(), k, "f16", ctx, "general", false).kv_loss);
+      }
+}
+
 TEST_CASE("tool calling past 32K is stricter than below it; chat is the most tolerant") {
   const double agent_long = assess("llama-3.1-8b", "q8_0", "q4_0", 65536, "agentic").expected_loss;
   const double agent_short = assess("llama-3.1-8b", "q8_0", "q4_0", 32768, "agentic").expected_loss;

@@ -1,6 +1,7 @@
 // The fitted prior of data/priors/prior.yaml (docs/priors.md §1; tools/fit_priors.py fits it with the same formula):
 //   e_x   = eq_bits_x - bits_ref                (Gaussian-equivalent bits of the type in the K or V role)
 //   a_K   = a_k exp(-beta_k e_K) [1 + r_norot exp(-beta_norot e_K) S_R(N)   if K is not rotated]
+//   rotated: F_K,rot a_K,rot taken at most F_K,norot a_K,norot (rotation is never predicted to hurt)
 //   a_V   = a_v exp(-beta_v e_V)                 (beta_k = beta_v = ln 4 in the shipped prior: fixed by the fit, not fitted)
 //   S(N)  = min(((knee + N)/N)^sigma, size_clamp_high)      (1 for large models; sigma_K, sigma_V, sigma_R)
 //   g     = (max(c, ctx_floor) / ctx_floor)^alpha, alpha_K = min(alpha_k (ref/N)^alpha_k_size, alpha_k_max) for low-bit K,
@@ -125,9 +126,12 @@ KvParts kv_parts(const PriorParams& p, const QualityInput& in) {
   KvParts out;
   if (k.quantized()) {
     const double alpha = k.k_bits <= p.low_bits ? alpha_k(p, n_b) : 0;
-    double f = 1;
-    if (fam && k.k_bits <= fam->k_low_bits_max) f = rot_k ? fam->k_low_bits_rot : fam->k_low_bits_norot;
-    out.k = f * size_factor(p, n_b, p.size_exponent_k) * type_loss_k(p, k, rot_k, n_b) * g(p, ctx, alpha);
+    double f_rot = 1, f_norot = 1;
+    if (fam && k.k_bits <= fam->k_low_bits_max) f_rot = fam->k_low_bits_rot, f_norot = fam->k_low_bits_norot;
+    // Rotation is never predicted to hurt: a rotated K term is at most the unrotated one (tools/fit_priors.py kv_parts).
+    const double unrotated = f_norot * type_loss_k(p, k, false, n_b);
+    const double base = rot_k ? std::min(f_rot * type_loss_k(p, k, true, n_b), unrotated) : unrotated;
+    out.k = base * size_factor(p, n_b, p.size_exponent_k) * g(p, ctx, alpha);
   }
   if (v.quantized()) {
     const double alpha = v.v_bits <= p.low_bits ? p.alpha_v : 0;
