@@ -113,7 +113,7 @@ Option size_option(const Setup& s, const Candidate& c, const std::string& mode, 
     if (mode == "rank" && ctx < cap && ctx >= 2048 * slots) ctx = ctx / (1024 * slots) * (1024 * slots);
   }
   ctx_found = ctx;
-  Option o = account(s, c, ctx > 0 ? ctx : std::min(cap, std::max(kMinCtx, s.min_ctx * slots)));
+  Option o = account(s, c, ctx > 0 ? ctx : static_cast<int>(std::min<long long>(cap, std::max<long long>(kMinCtx, static_cast<long long>(s.min_ctx) * slots))));
   score(s, c, o);
   const Resolved res = resolved_for(s, c, o);
   o.warnings = option_warnings(s, c, o, mode, ctx == cap);
@@ -276,7 +276,8 @@ Plan plan(const Catalog& catalog, const Request& request) {
   out.mode = mode_of(s.request);
   // Targets and model limits are per conversation; -c counts every slot when the KV is not unified.
   const int slots = s.request.kv_unified || s.own_memory ? 1 : s.request.n_parallel;
-  const int cap = slots * (out.mode == "max_context" ? s.ctx_allowed : s.target_ctx);
+  // In 64 bits, then capped at 2^30 tokens in all (llama.cpp's n_ctx is 32-bit; 256 slots x 10M tokens overflowed).
+  const int cap = static_cast<int>(std::min<long long>(1LL << 30, static_cast<long long>(slots) * (out.mode == "max_context" ? s.ctx_allowed : s.target_ctx)));
   Sized sized;
   std::vector<int> reached(candidates.size());  // the context each reaches on the GPU (0: does not fit)
   for (size_t i = 0; i < candidates.size(); ++i) {

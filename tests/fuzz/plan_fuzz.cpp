@@ -2,6 +2,8 @@
 // or the text of a config.json; whatever parses is planned on a 24 GiB CUDA device, so the memory rules' size
 // arithmetic (KV cache, weights, compute, pools) runs on the file's numbers. Every input must plan or be
 // refused with an InputError, and a plan must carry no negative size: anything else aborts (a finding).
+// The first two bytes of an input are the request's pins (flash attention, cache types, context, slots, max-context
+// mode, unified KV, partial offload, the device); the rest is the file.
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -27,10 +29,10 @@ void check_sane(const kvplan::Plan& plan) {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   static const kvplan::Catalog& catalog = kvplan::builtin_catalog();
   static const kvplan::EngineSpec& engine = catalog.engine("llama.cpp");
-  if (size < 1) return 0;
-  // The first byte picks the request's pins; the rest is the file.
-  const std::uint8_t knobs = data[0];
-  ++data, --size;
+  if (size < 2) return 0;
+  // The first two bytes pick the request's pins and devices; the rest is the file.
+  const std::uint8_t knobs = data[0], more = data[1];
+  data += 2, size -= 2;
   try {
     kvplan::Request r;
     r.gpu = "24GB";
@@ -41,7 +43,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     r.cache_type_k = std::string(knobs & 2 ? "q8_0" : "f16");
     r.cache_type_v = std::string(knobs & 4 ? "q4_0" : "f16");
     if (knobs & 8) r.ctx_size = 256 << (knobs >> 4 & 7);
-    if (knobs & 0x80) r.n_parallel = 4;
+    if (knobs & 0x80) r.n_parallel = more & 2 ? 256 : 4;
+    r.max_ctx = more & 1;
+    r.kv_unified = more & 4;
+    if (more & 8) r.n_gpu_layers = 10;
+    static const char* gpus[] = {"24GB", "8GB", "80GB", "2x24GB"};
+    r.gpu = gpus[more >> 4 & 3];
+    if (more & 0x40) r.ctx_size = 1 << 20;  // a long pinned context (beyond most models: refused or planned)
     if (size >= 4 && std::memcmp(data, "GGUF", 4) == 0) {
       const kvplan::GgufHeader h = kvplan::parse_gguf_header(data, size, size, "fuzz.gguf");
       r.model_spec = std::make_shared<const kvplan::ModelSpec>(kvplan::model_from_gguf({h}, {"fuzz.gguf"}, catalog, engine));

@@ -117,7 +117,8 @@ void when_nothing_acceptable(const Setup& s, std::vector<Suggestion>& out) {
     Request e = r;
     e.engine = "llama.cpp";
     // other engines size a context per conversation; llama.cpp's -c is shared by its slots
-    if (e.ctx_size && !e.kv_unified) e.ctx_size = *e.ctx_size * std::max(1, e.n_parallel);
+    if (e.ctx_size && !e.kv_unified)  // in 64 bits, capped as plan() caps a context (2^30 tokens)
+      e.ctx_size = static_cast<int>(std::min<long long>(1LL << 30, static_cast<long long>(*e.ctx_size) * std::max(1, e.n_parallel)));
     add(out, verify(c, e, fmt::format("llama.cpp instead of {} (more weight formats, and layers or experts in RAM)", s.runtime->name)));
   }
   if (!r.model_spec) {

@@ -135,7 +135,7 @@ bool unquantized(const std::string& t) {
 }
 
 std::vector<Measurement> parse_csv(const std::string& text, const std::string& origin, const Catalog* catalog) {
-  const auto records = csv_records(text, origin);
+  auto records = csv_records(text, origin);
   if (records.empty()) throw InputError(origin, "", "the measurements file is empty");
   std::map<std::string, size_t> col;
   for (size_t i = 0; i < records.front().second.size(); ++i) col[lower(trim(records.front().second[i]))] = i;
@@ -154,7 +154,8 @@ std::vector<Measurement> parse_csv(const std::string& text, const std::string& o
     return it == col.end() || it->second >= r.f.size() ? std::string{} : trim(r.f[it->second]);
   };
   std::vector<Raw> rows;
-  for (size_t i = 1; i < records.size(); ++i) rows.push_back({records[i].first, records[i].second});
+  rows.reserve(records.size());
+  for (size_t i = 1; i < records.size(); ++i) rows.push_back({records[i].first, std::move(records[i].second)});
   // f16/f16 perplexity rows without a baseline are baselines for value-only rows at the same context and weights
   std::map<std::pair<std::string, std::string>, double> base_ppl;
   for (const auto& r : rows) {
