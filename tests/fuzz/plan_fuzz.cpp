@@ -3,7 +3,7 @@
 // arithmetic (KV cache, weights, compute, pools) runs on the file's numbers. Every input must plan or be
 // refused with an InputError, and a plan must carry no negative size: anything else aborts (a finding).
 // The first two bytes of an input are the request's pins (flash attention, cache types, context, slots, max-context
-// mode, unified KV, partial offload, the device); the rest is the file.
+// mode, unified KV, partial offload, the device and the CPU backend); the rest is the file.
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -50,6 +50,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     static const char* gpus[] = {"24GB", "8GB", "80GB", "2x24GB"};
     r.gpu = gpus[more >> 4 & 3];
     if (more & 0x40) r.ctx_size = 1 << 20;  // a long pinned context (beyond most models: refused or planned)
+    if (more & 0x80) r.backend = std::string("cpu");  // the CPU backend sizes compute from its reserve-graph model
     if (size >= 4 && std::memcmp(data, "GGUF", 4) == 0) {
       const kvplan::GgufHeader h = kvplan::parse_gguf_header(data, size, size, "fuzz.gguf");
       r.model_spec = std::make_shared<const kvplan::ModelSpec>(kvplan::model_from_gguf({h}, {"fuzz.gguf"}, catalog, engine));
