@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from . import _core
-from ._request import PathLike, catalog
+from ._request import PathLike, arch_engine, catalog, fail, integer, signature_checked, text
+from ._request import path as checked_path
 
 T = TypeVar("T")
 
@@ -114,10 +114,11 @@ class Model:
         object.__setattr__(model, "_spec", m)  # for to_json(); not a field
         return model
 
+    @signature_checked("Model.to_json()")
     def to_json(self, indent: int = 2) -> str:
-        """What kvplan knows of the model, written by the library: `kvplan inspect --json`."""
+        """What kvplan knows of the model, written by the library: `kvplan inspect --json` (indent: 0..16; -1: one line)."""
         spec: _core.ModelSpec = self.__dict__["_spec"]
-        return _core.model_to_json(spec, indent)
+        return _core.model_to_json(spec, integer("indent", indent, -1, 16, field="indent"))
 
 
 @dataclass(frozen=True)
@@ -196,62 +197,86 @@ class WeightFormat:
     quality_source: str
 
 
+@signature_checked("kvplan.models()")
 def models(data: PathLike | Sequence[PathLike] | None = None) -> list[Model]:
     """Every model in the catalog (`kvplan models`)."""
     return [Model._from_core(m) for m in catalog(data).models]
 
 
+@signature_checked("kvplan.gpus()")
 def gpus(data: PathLike | Sequence[PathLike] | None = None) -> list[Gpu]:
     """Every GPU in the catalog (`kvplan gpus`)."""
     return [convert(Gpu, g) for g in catalog(data).gpus]
 
 
+@signature_checked("kvplan.tasks()")
 def tasks(data: PathLike | Sequence[PathLike] | None = None) -> list[Task]:
     """Every task profile (the values of task=)."""
     return [Task._from_core(t) for t in catalog(data).tasks]
 
 
+@signature_checked("kvplan.engines()")
 def engines(data: PathLike | Sequence[PathLike] | None = None) -> list[Engine]:
     """Every engine kvplan plans for (`kvplan engines`): llama.cpp first, then Ollama, vLLM, SGLang, ExLlama, MLX."""
     cat = catalog(data)
     return [Engine._from_core(e) for e in cat.engines] + [Engine._from_core(e) for e in cat.runtimes]
 
 
+def _lookup_name(field: str, name: object, required: str) -> str:
+    """A name to look up in the catalog: checked and bounded before the library matches it (did-you-mean)."""
+    value = text(field.lstrip("-").replace("-", "_"), name, field=field)
+    if not value:
+        fail(field, "", f"is required ({required})")
+    return value
+
+
+@signature_checked("kvplan.engine()")
 def engine(name: str, data: PathLike | Sequence[PathLike] | None = None) -> Engine:
     """One engine by id or alias (engine= of kvplan.plan); InputError with a suggestion when unknown."""
+    name = _lookup_name("--engine", name, "an engine such as llama.cpp, ollama or vllm")
     cat = catalog(data)
-    runtime = cat.runtime(name, "engine")
-    return Engine._from_core(runtime if runtime is not None else cat.engine(name, "engine"))
+    runtime = cat.runtime(name, "--engine")
+    return Engine._from_core(runtime if runtime is not None else cat.engine(name, "--engine"))
 
 
+@signature_checked("kvplan.cache_types()")
 def cache_types(engine: str = "llama.cpp", data: PathLike | Sequence[PathLike] | None = None) -> list[str]:
     """The K/V cache types the engine accepts (the values of cache_type_k and cache_type_v)."""
+    engine = _lookup_name("--engine", engine, "an engine such as llama.cpp, ollama or vllm")
     cat = catalog(data)
     runtime = cat.runtime(engine, "--engine")
     return [t.id for t in runtime.cache_types] if runtime is not None else list(cat.engine(engine, "--engine").cache_types)
 
 
+@signature_checked("kvplan.weight_formats()")
 def weight_formats(data: PathLike | Sequence[PathLike] | None = None) -> list[WeightFormat]:
     """Every GGUF weight format the catalog knows (the values of weights=)."""
     return [convert(WeightFormat, f) for f in catalog(data).weight_formats]
 
 
+@signature_checked("kvplan.model()")
 def model(name: str, data: PathLike | Sequence[PathLike] | None = None) -> Model:
     """One model by id, alias, display name or Hugging Face id; InputError with a suggestion when unknown."""
+    name = _lookup_name("--model", name, "a catalog name such as qwen2.5-coder-32b")
     return Model._from_core(catalog(data).model(name, "--model"))
 
 
+@signature_checked("kvplan.read_model()")
 def read_model(path: PathLike, engine: str | None = None, data: PathLike | Sequence[PathLike] | None = None) -> Model:
     """A model read from a GGUF file (split files followed), a config.json or a folder holding one: `kvplan inspect`.
 
     Only the header of a GGUF is read. kvplan.plan(model=path) plans for the same model.
     """
+    file = checked_path("model", path, "the path of a GGUF file, config.json or model folder")
+    name = _core.Request().engine if engine is None else \
+        _lookup_name("--engine", engine, "an engine such as llama.cpp, ollama or vllm")
     cat = catalog(data)
-    name = engine or _core.Request().engine
     # model files are read with llama.cpp's architecture table whatever the engine
-    return Model._from_core(_core.load_model_file(os.fspath(path), cat, "llama.cpp" if cat.runtime(name) else name))
+    return Model._from_core(_core.load_model_file(file, cat, arch_engine(cat, name)))
 
 
+@signature_checked("kvplan.gpu()")
 def gpu(name: str, data: PathLike | Sequence[PathLike] | None = None) -> Gpu:
     """One GPU by id, alias or name; InputError with a suggestion when unknown."""
+    name = _lookup_name("--gpu", name, "a GPU name such as rtx4090")
     return convert(Gpu, catalog(data).gpu(name, "--gpu"))

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 from . import _core
 from ._catalog import Model, Task, convert
-from ._request import FlashAttn, GpuLayers, Options, PathLike, Size, catalog, request
+from ._request import (FLAG_OF_KEYWORD, FlashAttn, GpuLayers, Options, PathLike, Size, catalog, fail, integer, request,
+                       signature_checked)
 
 if TYPE_CHECKING:
     import pandas as _pd
@@ -22,6 +23,11 @@ if TYPE_CHECKING:
 DEVICE_KINDS = ("weights", "k_cache", "v_cache", "swa_k_cache", "swa_v_cache", "state", "compute")
 MEMORY_KINDS = (*DEVICE_KINDS, "weights_host", "compute_host", "output")
 RISKS = ("free", "mild", "noticeable", "avoid")
+
+
+def json_indent(indent: object) -> int:
+    """to_json()'s indent: 0..16 spaces per level, or -1 for one line (the library's dump)."""
+    return integer("indent", indent, -1, 16, field="indent")
 
 
 def gib(n: int) -> str:
@@ -394,9 +400,12 @@ class Plan:
         """The device's pool (the GPU, or the unified memory)."""
         return self.pools[0]
 
+    @signature_checked("Plan.to_json()")
     def to_json(self, indent: int = 2) -> str:
-        """The plan as JSON, written by the library: byte-identical to `kvplan --json` for the same request."""
-        return _core.to_json(self._core, indent)
+        """The plan as JSON, written by the library: byte-identical to `kvplan --json` for the same request.
+
+        indent: spaces per level, 0..16 (-1: one line)."""
+        return _core.to_json(self._core, json_indent(indent))
 
     def to_dict(self) -> dict[str, Any]:
         """json.loads(to_json()): the JSON contract as Python values."""
@@ -503,6 +512,7 @@ class Plan:
         return out + "</div>"
 
 
+@signature_checked("kvplan.plan()")
 def plan(gpu: str | Sequence[str] | None = None, model: PathLike | None = None, task: str | None = None, *,
          weights: str | None = None, ctx_size: int | None = None, cache_type_k: str | None = None,
          cache_type_v: str | None = None, flash_attn: FlashAttn | None = None, n_parallel: int | None = None,
@@ -549,6 +559,7 @@ def plan(gpu: str | Sequence[str] | None = None, model: PathLike | None = None, 
     return Plan(_core.plan(cat, request(cat, **given)), cat)
 
 
+@signature_checked("kvplan.breakdown()", Options.__optional_keys__)
 def breakdown(gpu: str, model: PathLike, *, weights: str, ctx_size: int, cache_type_k: str, cache_type_v: str,
               **options: Unpack[Options]) -> Option:
     """The memory breakdown and quality of one fully pinned configuration, whether it fits or not (see Option.fits).
@@ -556,6 +567,11 @@ def breakdown(gpu: str, model: PathLike, *, weights: str, ctx_size: int, cache_t
     The placement is pinned too: every layer on the GPU (-ngl all) unless n_gpu_layers, n_cpu_moe or cpu_moe
     says otherwise, so a configuration too big for the device does not fit rather than moving layers to RAM.
     """
+    for keyword, value in (("weights", weights), ("ctx_size", ctx_size), ("cache_type_k", cache_type_k),
+                           ("cache_type_v", cache_type_v)):
+        if value is None:  # a pinned configuration: None would leave it free
+            fail(FLAG_OF_KEYWORD[keyword], "", "is required by kvplan.breakdown() (one pinned configuration; "
+                 "kvplan.plan() ranks the free ones)")
     if all(options.get(k) is None for k in ("n_gpu_layers", "n_cpu_moe", "cpu_moe")):
         options["n_gpu_layers"] = "all"
     p = plan(gpu, model, weights=weights, ctx_size=ctx_size, cache_type_k=cache_type_k, cache_type_v=cache_type_v,
@@ -563,6 +579,7 @@ def breakdown(gpu: str, model: PathLike, *, weights: str, ctx_size: int, cache_t
     return p.options[0]
 
 
+@signature_checked("kvplan.max_context()", Options.__optional_keys__)
 def max_context(gpu: str, model: PathLike, *, cache_type_k: str | None = None, cache_type_v: str | None = None,
                 weights: str | None = None, **options: Unpack[Options]) -> Plan:
     """The inverse query: the largest context (mode "max_context"), as `kvplan --max-ctx`.

@@ -11,13 +11,14 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ._plan import RISKS, Plan, breakdown, gib, loss_text, max_context, plan
+from ._request import Options, fail, integer, shown, signature_checked, text
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
     from typing_extensions import Unpack
 
-    from ._request import Options, PathLike
+    from ._request import PathLike
 
 GiB = 1 << 30
 DEFAULT_PAIRS = (("f16", "f16"), ("q8_0", "q8_0"), ("q4_0", "q4_0"))
@@ -74,6 +75,35 @@ def _contexts(max_ctx: int, points: int) -> list[int]:
     return list(range(step, max_ctx + 1, step))
 
 
+MAX_PAIRS = 16
+MAX_CONTEXTS = 1000  # points per line: each is one kvplan.breakdown()
+
+
+def _pairs(pairs: object) -> list[tuple[str, str]]:
+    """pairs: (cache_type_k, cache_type_v) tuples, at least one."""
+    if isinstance(pairs, str) or not isinstance(pairs, Sequence):
+        fail("pairs", shown(pairs), "must be a list of (cache_type_k, cache_type_v) pairs such as [('q8_0', 'q8_0')]")
+    if not 1 <= len(pairs) <= MAX_PAIRS:
+        fail("pairs", f"{len(pairs)} pairs", f"needs 1..{MAX_PAIRS} (cache_type_k, cache_type_v) pairs")
+    out = []
+    for pair in pairs:
+        if isinstance(pair, str) or not isinstance(pair, Sequence) or len(pair) != 2:
+            fail("pairs", shown(pair), "each pair must be (cache_type_k, cache_type_v), such as ('q8_0', 'q8_0')")
+        out.append((text("cache_type_k", pair[0], "a cache type"), text("cache_type_v", pair[1], "a cache type")))
+    return out
+
+
+def _context_list(contexts: object) -> list[int]:
+    """contexts: the x values, whole numbers of tokens (at most MAX_CONTEXTS)."""
+    if isinstance(contexts, str) or not isinstance(contexts, Sequence):
+        fail("contexts", shown(contexts), "must be a list of context sizes in tokens, such as [4096, 8192]")
+    if not 1 <= len(contexts) <= MAX_CONTEXTS:
+        fail("contexts", f"{len(contexts):,} contexts" + (f" up to {contexts[-1]}" if contexts else ""),
+             f"takes 1..{MAX_CONTEXTS} context sizes (each is one breakdown)")
+    return [integer("ctx_size", x) for x in contexts]
+
+
+@signature_checked("kvplan.plots.memory_vs_context()", Options.__optional_keys__)
 def memory_vs_context(gpu: str, model: PathLike, pairs: Sequence[tuple[str, str]] = DEFAULT_PAIRS, *,
                       weights: str | None = None, contexts: Sequence[int] | None = None, ax: Axes | None = None,
                       **options: Unpack[Options]) -> Figure:
@@ -87,18 +117,19 @@ def memory_vs_context(gpu: str, model: PathLike, pairs: Sequence[tuple[str, str]
     layer on the GPU (n_gpu_layers="all", unless n_gpu_layers, n_cpu_moe or cpu_moe is given); other keywords
     are kvplan.plan()'s.
     """
-    if not pairs:
-        raise ValueError("pairs is empty: give at least one (cache_type_k, cache_type_v) pair")
+    pairs = _pairs(pairs)
+    if contexts is not None:
+        contexts = _context_list(contexts)
     options.setdefault("flash_attn", "on")
     if all(options.get(k) is None for k in ("n_gpu_layers", "n_cpu_moe", "cpu_moe")):
         options["n_gpu_layers"] = "all"  # GPU memory against context: no layers moved to RAM
     if weights is None:
         best = plan(gpu, model, **options)
         if best.recommended is None:
-            if best.verdict == "nothing_fits":
-                raise ValueError(f"nothing fits {model} on {gpu} ({best.nothing_fits}); pass weights= to plot anyway")
-            raise ValueError(f"nothing acceptable for {model} on {gpu} ({best.nothing_acceptable}); "
-                             "pass weights= to plot anyway")
+            why = f"nothing fits ({best.nothing_fits})" if best.verdict == "nothing_fits" else \
+                f"nothing acceptable ({best.nothing_acceptable})"
+            fail("--weights", "", f"is needed to plot {best.model.name} on {best.device.device}: {why}; "
+                                  "pass weights= to plot anyway")
         weights = best.recommended.weights
     fig, ax = _axes(ax, (9, 5.5))
     device, name = None, str(model)
@@ -146,6 +177,7 @@ def memory_vs_context(gpu: str, model: PathLike, pairs: Sequence[tuple[str, str]
     return fig
 
 
+@signature_checked("kvplan.plots.risk_frontier()")
 def risk_frontier(p: Plan, *, ax: Axes | None = None) -> Figure:
     """Expected quality loss against context per conversation for the plan's ranked options.
 
@@ -153,6 +185,8 @@ def risk_frontier(p: Plan, *, ax: Axes | None = None) -> Figure:
     recommendation is a star. The task's target and minimum context are dashed lines. Plan with a larger
     top= to see more of the frontier.
     """
+    if not isinstance(p, Plan):
+        fail("plan", shown(p), f"must be a kvplan.Plan (what kvplan.plan() returns), not {type(p).__name__}")
     fig, ax = _axes(ax, (9, 5.5))
     for risk in RISKS:
         group = [o for o in p.options if o.quality.risk == risk]

@@ -4,6 +4,15 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cxxabi.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <new>
+#include <typeinfo>
+
 #include "kvplan/kvplan.hpp"
 
 namespace py = pybind11;
@@ -12,15 +21,123 @@ using namespace kvplan;
 namespace {
 
 // kvplan::InputError becomes kvplan.InputError (a ValueError defined in python/kvplan/_errors.py),
-// carrying the same field, value, problem, accepted values and suggestion.
-void translate_input_error(std::exception_ptr p) {
+// carrying the same field, value, problem, accepted values and suggestion. Any other C++ exception that
+// reaches Python is kvplan's own mistake, not the caller's (input is checked where it enters: the Python
+// layer's keywords, and the file readers below): a RuntimeError that says so and names the exception.
+// pybind11's own exceptions (a Python error passing through, a cast error) go on to pybind11's translator.
+std::string internal_error(const std::exception& e) {
+  std::string type = typeid(e).name();
+  int status = 0;
+  if (char* readable = abi::__cxa_demangle(type.c_str(), nullptr, nullptr, &status)) {
+    if (status == 0) type = readable;
+    std::free(readable);
+  }
+  return "kvplan internal error (" + type + "): " + e.what() +
+         " -- this is a bug in kvplan, not in the input; please report it with the call that raised it";
+}
+
+// Text from the library as a Python str: a message may quote bytes of a file that are not UTF-8, which are
+// escaped (\xff) rather than failing the conversion.
+py::str text(const std::string& s) {
+  PyObject* u = PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "backslashreplace");
+  if (!u) throw py::error_already_set();
+  return py::reinterpret_steal<py::str>(u);
+}
+
+void translate_exceptions(std::exception_ptr p) {
   try {
     if (p) std::rethrow_exception(p);
   } catch (const InputError& e) {
     py::object cls = py::module_::import("kvplan._errors").attr("InputError");
-    py::object err = cls(e.what(), e.field(), e.value(), e.problem(), e.accepted(), e.suggestion());
+    py::list accepted;
+    for (const auto& a : e.accepted()) accepted.append(text(a));
+    py::object err = cls(text(e.what()), text(e.field()), text(e.value()), text(e.problem()), accepted, text(e.suggestion()));
     PyErr_SetObject(cls.ptr(), err.ptr());
+  } catch (const py::error_already_set&) {
+    throw;
+  } catch (const py::builtin_exception&) {
+    throw;
+  } catch (const std::exception& e) {
+    PyErr_SetObject(PyExc_RuntimeError, text(internal_error(e)).ptr());
   }
+}
+
+// Reading a file the caller names (a model, a projector, a data directory) is input by definition: whatever
+// the reader throws besides its own InputError (a YAML or JSON library error, a filesystem error, running out
+// of memory on a header that claims too much) is an InputError naming the file.
+template <typename F>
+auto reading(const std::string& field, const std::string& what, F&& read) -> decltype(read()) {
+  try {
+    return read();
+  } catch (const InputError&) {
+    throw;
+  } catch (const std::bad_alloc&) {
+    throw InputError(field, what, "is too large to read (it asks for more memory than there is)");
+  } catch (const std::exception& e) {
+    throw InputError(field, what, std::string("cannot be read: ") + e.what());
+  }
+}
+
+// Whether s is well-formed UTF-8 (no overlong forms, surrogates or code points above U+10FFFF).
+bool utf8(const std::string& s) {
+  const auto* b = reinterpret_cast<const unsigned char*>(s.data());
+  const size_t n = s.size();
+  for (size_t i = 0; i < n;) {
+    const unsigned c = b[i];
+    size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    if (len == 0 || i + len > n) return false;
+    unsigned cp = len == 1 ? c : len == 2 ? c & 0x1F : len == 3 ? c & 0x0F : c & 0x07;
+    for (size_t k = 1; k < len; ++k) {
+      if ((b[i + k] & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (b[i + k] & 0x3F);
+    }
+    static constexpr unsigned kMin[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < kMin[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+    i += len;
+  }
+  return true;
+}
+
+// Every text a model read from a file carries into Python (and into the JSON) must be UTF-8: a GGUF string is
+// bytes, and a name that is not text is refused where it is read, naming the field.
+void require_utf8(const std::string& field, const std::string& path, const ModelSpec& m) {
+  auto check = [&](const std::string& s, const char* what) {
+    if (!utf8(s)) throw InputError(field, path, std::string("its ") + what + " is not UTF-8 text");
+  };
+  for (const auto& [s, what] : {std::pair<const std::string*, const char*>{&m.id, "id"}, {&m.name, "name (general.name)"},
+                                {&m.hf_id, "Hugging Face id"}, {&m.arch, "architecture (general.architecture)"},
+                                {&m.family, "family"}, {&m.source, "source"}, {&m.note, "note"},
+                                {&m.file_format, "file type"}})
+    check(*s, what);
+  for (const auto* list : {&m.aliases, &m.file_paths, &m.fields_used, &m.fields_assumed})
+    for (const auto& s : *list) check(s, "metadata");
+  for (const auto& t : m.file_tensors) check(t.name, "tensor name"), check(t.type, "tensor type");
+  if (m.rope_scaling) check(m.rope_scaling->type, "rope scaling type");
+  if (m.recurrent) check(m.recurrent->kind, "recurrent kind");
+}
+
+// The data files of --data directories (every *.yaml / *.yml at any depth, as the library reads them) must be
+// UTF-8: the YAML reader passes other bytes on into names that Python cannot decode. A directory that does not
+// exist is left to the library's own error.
+void require_utf8_files(const std::vector<std::string>& dirs) {
+  namespace fs = std::filesystem;
+  for (const auto& dir : dirs) {
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec)) continue;
+    for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+      const fs::path& p = it->path();
+      if (!it->is_regular_file(ec) || (p.extension() != ".yaml" && p.extension() != ".yml")) continue;
+      std::ifstream in(p, std::ios::binary);
+      std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      if (!utf8(bytes)) throw InputError(p.string(), "", "is not UTF-8 text (a data file must be)");
+    }
+  }
+}
+
+std::string joined(const std::vector<std::string>& dirs) {
+  std::string out;
+  for (const auto& d : dirs) out += (out.empty() ? "" : ":") + d;
+  return out;
 }
 
 }  // namespace
@@ -29,7 +146,7 @@ PYBIND11_MODULE(_core, m) {
   m.doc() = "kvplan's C++ planner (libplanner). Private: use the kvplan package.";
   m.attr("__version__") = KVPLAN_VERSION;
   m.attr("SCHEMA_VERSION") = kSchemaVersion;
-  py::register_exception_translator(&translate_input_error);
+  py::register_exception_translator(&translate_exceptions);
 
   // ---------- the request ----------
   py::class_<Request>(m, "Request")
@@ -350,29 +467,45 @@ PYBIND11_MODULE(_core, m) {
 
   // ---------- functions ----------
   m.def("builtin_catalog", &builtin_catalog, py::return_value_policy::reference);
-  m.def("load_catalog", &load_catalog, py::arg("extra_dirs"));
+  m.def("load_catalog",
+        [](const std::vector<std::string>& dirs) {
+          return reading("--data", joined(dirs), [&] {
+            require_utf8_files(dirs);
+            return load_catalog(dirs);
+          });
+        },
+        py::arg("extra_dirs"));
   m.def("plan", &plan, py::arg("catalog"), py::arg("request"), py::keep_alive<0, 1>(), py::call_guard<py::gil_scoped_release>());
   m.def("to_json", &to_json, py::arg("plan"), py::arg("indent") = 2);
   m.def("request_args", &request_args, py::arg("request"));
   m.def("load_model_file",
-        [](const std::string& path, const Catalog& catalog, const std::string& engine) {
-          return std::const_pointer_cast<ModelSpec>(load_model_file(path, catalog, engine));
+        [](const std::string& path, const Catalog& catalog, const std::string& engine, const std::string& field) {
+          auto spec = reading(field, path, [&] { return std::const_pointer_cast<ModelSpec>(load_model_file(path, catalog, engine)); });
+          require_utf8(field, path, *spec);
+          return spec;
         },
-        py::arg("path"), py::arg("catalog"), py::arg("engine") = "llama.cpp");
+        py::arg("path"), py::arg("catalog"), py::arg("engine") = "llama.cpp", py::arg("field") = "--model");
   m.def("model_to_json", &model_to_json, py::arg("model"), py::arg("indent") = 2);
   py::class_<ProjectorSpec, std::shared_ptr<ProjectorSpec>>(m, "ProjectorSpec")
       .def_readonly("path", &ProjectorSpec::path)
       .def_readonly("projector_type", &ProjectorSpec::projector_type)
       .def("n_patches", &ProjectorSpec::n_patches);
   m.def("load_projector_file",
-        [](const std::string& path, const Catalog& catalog) { return std::const_pointer_cast<ProjectorSpec>(load_projector_file(path, catalog)); },
+        [](const std::string& path, const Catalog& catalog) {
+          auto spec = reading("--mmproj", path, [&] { return std::const_pointer_cast<ProjectorSpec>(load_projector_file(path, catalog)); });
+          if (!utf8(spec->projector_type)) throw InputError("--mmproj", path, "its projector type (clip.projector_type) is not UTF-8 text");
+          return spec;
+        },
         py::arg("path"), py::arg("catalog"));
-  m.def("parse_size", &parse_size, py::arg("text"), py::arg("field"));
+  m.def("parse_size",
+        [](const std::string& text, const std::string& field) { return reading(field, text, [&] { return parse_size(text, field); }); },
+        py::arg("text"), py::arg("field"));
   // for the input errors of the Python layer's own parsing: the library's exception, so the library's message
   m.def("raise_input_error",
-        [](const std::string& field, const std::string& value, const std::string& problem, const std::vector<std::string>& accepted) {
-          throw InputError(field, value, problem, accepted);
-        },
-        py::arg("field"), py::arg("value"), py::arg("problem"), py::arg("accepted") = std::vector<std::string>{});
+        [](const std::string& field, const std::string& value, const std::string& problem, const std::vector<std::string>& accepted,
+           const std::string& suggestion) { throw InputError(field, value, problem, accepted, suggestion); },
+        py::arg("field"), py::arg("value"), py::arg("problem"), py::arg("accepted") = std::vector<std::string>{},
+        py::arg("suggestion") = std::string());
+  m.def("closest_match", &closest_match, py::arg("wanted"), py::arg("candidates"));
   m.def("format_gib", &format_gib, py::arg("bytes"));
 }

@@ -116,13 +116,17 @@ def test_keyword_conversions() -> None:
     assert kvplan.plan(**MISSION, flash_attn=False).to_dict()["request"]["flash_attn"] == "off"
 
 
-def test_wrong_types_are_type_errors() -> None:
-    with pytest.raises(TypeError, match="ctx_size"):
+def test_wrong_types_are_input_errors() -> None:
+    """A value of the wrong Python type is bad input like any other (python/tests/test_bad_input.py has the rest)."""
+    with pytest.raises(kvplan.InputError, match="--ctx-size '32768': must be a whole number") as raised:
         kvplan.plan(**MISSION, ctx_size="32768")  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match="reserve"):
+    assert raised.value.keyword == "ctx_size" and isinstance(raised.value, ValueError)
+    with pytest.raises(kvplan.InputError, match="--reserve '1.5'") as size:
         kvplan.plan(**MISSION, reserve=1.5)  # type: ignore[arg-type]
-    with pytest.raises(TypeError):
-        kvplan.plan(**MISSION, context=32768)  # type: ignore[call-arg]
+    assert size.value.keyword == "reserve" and "1.5GB" in size.value.accepted
+    with pytest.raises(kvplan.InputError, match="unknown keyword argument; did you mean 'ctx_size'") as unknown:
+        kvplan.plan(**MISSION, ctx_siz=32768)  # type: ignore[call-arg]
+    assert (unknown.value.field, unknown.value.value, unknown.value.suggestion) == ("kvplan.plan()", "ctx_siz", "ctx_size")
 
 
 def test_plan_options_list_every_keyword() -> None:
@@ -184,7 +188,7 @@ def test_data_dirs_and_env(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "test-card-40gb" in {g.id for g in kvplan.gpus(data=override)}
     monkeypatch.setenv("KVPLAN_DATA", str(override))
     assert kvplan.plan(gpu="golden card", model="qwen3-8b").fits
-    with pytest.raises(kvplan.InputError, match="not a directory"):
+    with pytest.raises(kvplan.InputError, match="no such directory|not a directory"):
         kvplan.plan(gpu="rtx4090", model="qwen3-8b", data=Path("/no/such/dir"))
 
 

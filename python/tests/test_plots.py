@@ -57,10 +57,11 @@ def test_risk_frontier_renders(tmp_path: Path) -> None:
 
 
 def test_errors_and_missing_matplotlib(monkeypatch: pytest.MonkeyPatch) -> None:
-    with pytest.raises(ValueError, match="pairs is empty"):
+    with pytest.raises(kvplan.InputError, match=r"pairs '0 pairs': needs 1\.\.16"):
         plots.memory_vs_context(gpu="24GB", model="qwen3-8b", pairs=[], weights="Q4_K_M")
-    with pytest.raises(ValueError, match="nothing fits"):
+    with pytest.raises(kvplan.InputError, match="nothing fits") as nothing:
         plots.memory_vs_context(gpu="8GB", model="llama-3.1-70b")
+    assert nothing.value.keyword == "weights"
     monkeypatch.setitem(sys.modules, "matplotlib.pyplot", None)
     with pytest.raises(ImportError, match="needs matplotlib"):
         plots.risk_frontier(kvplan.plan(gpu="24GB", model="qwen3-8b"))
