@@ -71,7 +71,9 @@ def kvplan_predict(kvplan: Path, model_path: Path, cfg: sweep.Config) -> dict:
             if attempt == 4:
                 raise
             time.sleep(2)
-    if proc.returncode != 0:
+    # exit 1 is a verdict (nothing fits, or nothing acceptable for the task) that still prints the sized plan;
+    # only exit 2 — the configuration is refused, as llama.cpp refuses it — is a refusal
+    if proc.returncode not in (0, 1) or not proc.stdout.strip():
         return {"status": "refused", "rc": proc.returncode, "message": proc.stderr.strip()[:400], "cmd": cmd}
     plan = json.loads(proc.stdout)
     if not plan.get("options"):
