@@ -15,11 +15,13 @@ std::string gib(Bytes b) { return format_gib(b); }
 
 std::string params_text(std::int64_t p) { return fmt::format("{:.2f}B params", static_cast<double>(p) / 1e9); }
 
+// "*": extrapolated, bounded by measured analogs (the table's footnote says so)
 std::string loss_text(const Quality& q) {
   const double pct = q.expected_loss * 100;
-  if (pct < 0.05) return fmt::format("{} (<0.1%)", risk_name(q.risk));
-  if (pct < 10) return fmt::format("{} (~{:.1f}%)", risk_name(q.risk), pct);
-  return fmt::format("{} (~{:.0f}%)", risk_name(q.risk), pct);
+  const char* mark = q.extrapolated ? "*" : "";
+  if (pct < 0.05) return fmt::format("{} (<0.1%){}", risk_name(q.risk), mark);
+  if (pct < 10) return fmt::format("{} (~{:.1f}%){}", risk_name(q.risk), pct, mark);
+  return fmt::format("{} (~{:.0f}%){}", risk_name(q.risk), pct, mark);
 }
 
 std::string header(const Plan& p) {
@@ -161,6 +163,11 @@ std::string render_plan(const Plan& p) {
   out += "\nSizes in GiB (2^30 bytes). KV cache is exact for this engine build; weights, compute and overhead are estimates:\n"
          "headroom = device - margin - every figure at its upper bound. `--json` has the bytes, `kvplan explain` one option in full.\n"
          "tok/s: decode speed of one conversation at full context, bandwidth bound (an estimate; - when a bandwidth is unknown).\n";
+  bool any_extrapolated = false;
+  for (const auto& o : p.options) any_extrapolated = any_extrapolated || o.quality.extrapolated;
+  if (any_extrapolated)
+    out += "*: extrapolated - no measurement of that K/V pair on this model family; its band comes from the nearest\n"
+           "   measured analogs (`kvplan explain` names them).\n";
   if (const Option* rec = p.recommended()) {
     out += fmt::format("\nRecommended  #1: {} weights, {} tokens, K={} V={}, {}\n", rec->weights, rec->ctx_size, rec->cache_type_k,
                        rec->cache_type_v, loss_text(rec->quality));

@@ -84,6 +84,35 @@ class TypeSpec:
     k_of: str = ""  # K role uses this type's eq_bits (exl2_q6: K 8-bit, V 4-bit)
     v_of: str = ""
     planned: bool = True  # kvplan offers or will offer it (False: only in measurements)
+    defective: bool = False  # measured with a known implementation defect: an analog of itself only
+    codebook_kind: str = ""  # when the quantizer's kind does not say it (KIVI: per-channel K)
+
+    @property
+    def codebook(self) -> str:
+        """The rounding grid's kind (docs/priors.md 1.4): measurements of one kind never predict another's cells."""
+        return self.codebook_kind or codebook_of(self.k_of or self.quantizer)
+
+    @property
+    def group(self) -> int:
+        """Elements per scale (0: one scale per tensor, or unquantized)."""
+        return GROUP.get(self.k_of or self.quantizer, 32) if (self.k_of or self.quantizer) else 0
+
+
+def codebook_of(quantizer: str) -> str:
+    if not quantizer:
+        return "none"
+    if quantizer == "lm4_narrow":
+        return "lloyd_max_narrow"
+    for prefix, kind in (("q8_0", "absmax"), ("sym", "absmax"), ("exl2_", "absmax"), ("exl3_", "absmax"),
+                         ("minmax", "affine"), ("mlx", "affine"), ("iq4_nl", "nonuniform"), ("lm", "lloyd_max"),
+                         ("e4m3", "float"), ("e5m2", "float"), ("nvfp4", "float"), ("mxfp4", "float")):
+        if quantizer.startswith(prefix):
+            return kind
+    return "nominal"
+
+
+GROUP = {"e4m3": 0, "e5m2": 0, "e5m2_trunc": 0, "nvfp4": 16, "mxfp4_16": 16, "mlx4": 64, "mlx8": 64, "mlx2": 64,
+         "lm4_narrow": 128, "lm4": 128, "lm3": 128, "lm2": 128}
 
 
 TYPES: list[TypeSpec] = [
@@ -123,7 +152,7 @@ TYPES: list[TypeSpec] = [
     TypeSpec("q2_1", "beellama.cpp", 3.0, "minmax2", planned=False, source="fork type, q4_1 layout with 2 bits (assumed)"),
     TypeSpec("turbo4", "llama.cpp fork", 4.25, "lm4_narrow", "builtin",
              "TurboQuant: WHT rotation + 4-bit codebook; the measured C/CUDA port's table was too narrow (outer centroid 0.1739 vs 0.2402; "
-             "fixed 2026-06, turboquant_plus docs/turbo4-rematch-2026-06.md), simulated as such", planned=False),
+             "fixed 2026-06, turboquant_plus docs/turbo4-rematch-2026-06.md), simulated as such", planned=False, defective=True),
     TypeSpec("turbo3", "llama.cpp fork", 3.125, "lm3", "builtin", "TurboQuant: WHT rotation + 3-bit codebook (modelled)", planned=False),
     TypeSpec("turbo2", "llama.cpp fork", 2.125, "lm2", "builtin", "TurboQuant: WHT rotation + 2-bit codebook (modelled)", planned=False),
     TypeSpec("tbq4", "llama.cpp fork", 4.25, "lm4", "builtin", "as turbo4", planned=False),
@@ -138,8 +167,8 @@ TYPES: list[TypeSpec] = [
     TypeSpec("hqq_2", "HF transformers HQQ", 2.5, "mlx2", planned=False, source="affine, group 64"),
     TypeSpec("quanto_int4", "HF transformers quanto", 4.5, "mlx4", planned=False, source="affine per token, group 64"),
     TypeSpec("quanto_int2", "HF transformers quanto", 2.5, "mlx2", planned=False, source="affine per token, group 64"),
-    TypeSpec("kivi_4", "KIVI", 5.0, "minmax4", "robust", "per-channel K / per-token V, group 32, fp16 window", planned=False),
-    TypeSpec("kivi_2", "KIVI", 3.0, "minmax2", "robust", "per-channel K / per-token V, group 32, fp16 window", planned=False),
+    TypeSpec("kivi_4", "KIVI", 5.0, "minmax4", "robust", "per-channel K / per-token V, group 32, fp16 window", planned=False, codebook_kind="affine_per_channel"),
+    TypeSpec("kivi_2", "KIVI", 3.0, "minmax2", "robust", "per-channel K / per-token V, group 32, fp16 window", planned=False, codebook_kind="affine_per_channel"),
 ]
 TYPE = {t.name: t for t in TYPES}
 
@@ -363,6 +392,7 @@ PARAMS: list[Param] = [
     Param("fam_qwen35_k", 1.0, 2.3, 0.01, 1e3, True, "qwen3.5 and later: neuralfeed, ollama37, tqrec Qwen3.5-4B, beellama, openclaw, localbench"),
     Param("fam_mistral_all", 1.0, 2.3, 0.01, 100.0, True, "mistral: exl2doc Mistral-7B/Mixtral vs Llama-2-7B (FP8, Q4), tqasymx Mistral-7B V-only, kivi"),
     Param("fam_sink_all", 50.0, 2.3, 0.1, 1e4, True, "attention sinks with 128-token windows: tq305 gpt-oss-20b median KLD, sglangdoc gpt-oss-120b"),
+    Param("fam_gemma4_all", 1.0, 2.3, 0.1, 1e4, True, "gemma4: localbench Gemma-4-26B-A4B/31B q8_0 and q4_0 KLD"),
 ]
 
 
@@ -392,6 +422,8 @@ FAMILIES = {
     "qwen3.5": (("fam_qwen35_k", "fam_qwen35_k"), None, 6.0, "Qwen3.5 and later (3.6, 3.8): tolerant of low-bit K"),
     "mistral": ((None, None), "fam_mistral_all", 6.0, "Mistral/Mixtral: tolerant (exllamav2 FP8 and Q4 cache 5-20x below Llama-2-7B)"),
     "gpt-oss": ((None, None), "fam_sink_all", 6.0, "learned attention sinks + 128-token sliding-window layers"),
+    "gemma4": ((None, None), "fam_gemma4_all", 6.0,
+               "Gemma 4: sliding-window layers; loses even at 8 bits in its only measurements (localbench, secondary)"),
 }
 
 
@@ -413,6 +445,27 @@ class Config:
     builtin_off: bool = False  # a row measured a "builtin" type before its rotation existed (exllamav2 <= 0.0.18)
     saturate: bool = False  # accuracy rows: predicted drop = 1 - exp(-T * W * L_kv)
     swa: tuple[int, int, int] | None = None  # (layers, window, pattern) of a sliding-window model (kvplan catalog)
+
+
+# family -> the K codebooks its own low-bit-K rows measured (run() fills it from the rows before the fit): a family's
+# K factor applies to those codebooks only, so Qwen2's factor (fitted to TurboQuant codebooks) never reaches q4_0
+FAMILY_CODEBOOKS: dict[str, set[str]] = {}
+
+
+def family_covers(family: str, k_type: str) -> bool:
+    books = FAMILY_CODEBOOKS.get(family)
+    return books is None or TYPE[k_type].codebook in books
+
+
+def family_codebooks(rows: list["Row"], eq) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {f: set() for f in FAMILIES}
+    for r in rows:
+        if r.kind == "excluded" or r.cfg is None or r.cfg.family not in FAMILIES:
+            continue
+        t = TYPE[r.cfg.k_type]
+        if t.bits < 16 and eq[t.name][0] <= FAMILIES[r.cfg.family][2]:
+            out[r.cfg.family].add(t.codebook)
+    return out
 
 
 def attended_context(c: Config) -> float:
@@ -487,7 +540,7 @@ class Model:
             s = self.size_factor(n, p["size_exponent_k"])
             alpha = min(p["alpha_k"] * (fx["size_ref_b"] / n) ** p["alpha_k_size"], fx["alpha_k_max"]) if bk <= fx["low_bits"] else 0.0
             f_rot = f_norot = 1.0
-            if fam and fam[0][0] and bk <= fam[2]:
+            if fam and fam[0][0] and bk <= fam[2] and family_covers(c.family, c.k_type):
                 f_rot, f_norot = p[fam[0][0]], p[fam[0][1]]
             # rotation never predicted to hurt: a rotated K term is at most the unrotated one (prior.cpp kv_parts)
             k_norot = f_norot * a_norot
@@ -940,8 +993,31 @@ def rounded(p: dict[str, float]) -> dict[str, float]:
     return {k: 0.0 if abs(v) < 1e-6 else float(fmt(v)) for k, v in p.items()}
 
 
+def analog_entries(rows: list[Row], model: Model) -> list[dict]:
+    """The fitted rows in the prior's own unit: L_kv = the row's loss with T_task and W divided out."""
+    out = []
+    for r in rows:
+        if r.kind == "excluded" or r.cfg is None:
+            continue
+        c = r.cfg
+        loss = -1.0
+        if r.kind != "ctx_growth":
+            x = max(r.m, 0.0)
+            if r.base is not None:  # against a quantized baseline: carried to f16 by the baseline's own prediction
+                x = (1 + x) * (1 + model.row(r.base)) - 1
+            if c.saturate:
+                x = -math.log1p(-min(x, 0.999))
+            loss = x / (c.task_factor * model.weights_factor(c.bpw))
+        rot_k = TYPE[c.k_type].bits < 16 and rotated(c.k_type, c.rotation, c.builtin_off)
+        out.append({"id": r.id, "family": c.family or "other", "params_b": c.params_b, "k": c.k_type, "v": c.v_type,
+                    "rot_k": "true" if rot_k else "false", "ctx": attended_context(c), "loss": loss,
+                    "predicted": model.kv_loss(c),
+                    "upper": "true" if r.upper_bound else "false"})
+    return out
+
+
 def write_yaml(model: Model, eq_bits: dict[str, tuple[float, float]], interval: tuple[float, float], metrics: dict,
-               evidence_rows: list[dict]) -> str:
+               evidence_rows: list[dict], analog_rows: list[dict]) -> str:
     p = model.p
     old = PRIOR_YAML.read_text()
     tail = old[old.index(EVIDENCE_MARKER):] if EVIDENCE_MARKER in old else _legacy_evidence(old)
@@ -1005,24 +1081,35 @@ def write_yaml(model: Model, eq_bits: dict[str, tuple[float, float]], interval: 
         kb, vb = eq_bits[t.name]
         how = "unquantized" if not t.quantizer and not t.k_of else ("nominal" if t.quantizer not in QUANTIZERS and not t.k_of else "simulated")
         w(f"    - {{type: {t.name}, engine: \"{t.engine}\", bits: {fmt(t.bits)}, k_bits: {fmt(kb)}, v_bits: {fmt(vb)}, "
-          f"rotation: {t.rotation}, planned: {'true' if t.planned else 'false'}}}"
+          f"rotation: {t.rotation}, codebook: {t.codebook}, group: {t.group}, planned: {'true' if t.planned else 'false'}"
+          + (", defective: true" if t.defective else "") + "}"
           + (f"   # {how}; {t.source}" if t.source else f"   # {how}") + "\n")
     w("\n  # F_family: F_K multiplies the K term when K has at most k_low_bits_max equivalent bits (rotated / unrotated);\n")
     w("  # all_bits multiplies the whole cache loss whenever a cache is quantized. Families without an entry: 1.\n")
+    w("  # k_codebooks: the K codebooks the family's own rows measured; F_K applies to those only.\n")
     w("  families:\n")
     for fam, (kp, ap, kmax, why) in FAMILIES.items():
         kr = p[kp[0]] if kp[0] else 1.0
         kn = p[kp[1]] if kp[1] else 1.0
         ab = p[ap] if ap else 1.0
         rows = "; ".join(pc[x].rows for x in {kp[0], ap} if x)
+        books = ", ".join(sorted(FAMILY_CODEBOOKS.get(fam, ()))) if kp[0] else ""
         w(f"    - {{family: {fam}, k_low_bits_max: {fmt(kmax)}, k_low_bits_rot: {fmt(kr)}, k_low_bits_norot: {fmt(kn)}, "
-          f"all_bits: {fmt(ab)},\n       source: \"{why}; fitted to {rows}\"}}\n")
+          f"all_bits: {fmt(ab)}, k_codebooks: [{books}],\n       source: \"{why}; fitted to {rows}\"}}\n")
     w("\n  # Measured evidence the explanations cite: for each planned cache pair with a clean measurement, the closest\n")
     w("  # row (generated). kvplan cites the entry that best matches an option's K type, V type, rotation and family.\n")
     w("  measured:\n")
     for e in evidence_rows:
         w(f"    - {{id: {e['id']}, k_type: {e['k']}, v_type: {e['v']}, rotation: \"{e['rot']}\", family: {e['family']}, "
           f"params_b: {fmt(e['params_b'])}, kind: {e['kind']},\n       text: \"{e['text']}\", source: \"{e['source']}\"}}\n")
+    w("\n  # Every fitted row as evidence bounds (generated; prior.cpp evidence_bounds, docs/priors.md 1.4): the cells it\n")
+    w("  # covers (family, K type and rotation, V type), its measured cache loss L_kv in the prior's unit (task factor\n")
+    w("  # and W divided out; loss -1: a context-growth row, coverage only) and the fitted prior's L_kv for it.\n")
+    w("  analogs:\n")
+    for a in analog_rows:
+        w(f"    - {{id: {a['id']}, family: {a['family']}, params_b: {fmt(a['params_b'])}, k_type: {a['k']}, v_type: {a['v']}, "
+          f"rot_k: {a['rot_k']}, ctx: {int(a['ctx'])}, loss: {fmt(a['loss'])}, predicted: {fmt(a['predicted'])}, "
+          f"upper: {a['upper']}}}\n")
     w("\n")
     w(tail if tail.endswith("\n") else tail + "\n")
     return out.getvalue()
@@ -1137,6 +1224,8 @@ def run(check: bool) -> int:
     eq = equivalent_bits()
     eq_bits = type_eq_bits(eq)
     rows = map_rows()
+    FAMILY_CODEBOOKS.clear()
+    FAMILY_CODEBOOKS.update(family_codebooks(rows, eq_bits))
     model = fit(rows, eq_bits)
     lp = loso(rows, eq_bits, model)
     model = Model(rounded(model.p), eq_bits)
@@ -1157,7 +1246,7 @@ def run(check: bool) -> int:
         "loso_rho": rho, "loso_n": len(ppl_rows),
     }
     ev = evidence_entries(rows, preds, eq_bits)
-    new_yaml = write_yaml(model, eq_bits, interval, metrics, ev)
+    new_yaml = write_yaml(model, eq_bits, interval, metrics, ev, analog_entries(rows, model))
     new_res = write_residuals(rows, model, preds, lp, interval, eq_bits)
     new_rep = report(rows, model, preds, lp, interval, order, order_loso, rho, insample_rho, eq, eq_bits)
     if check:

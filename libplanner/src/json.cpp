@@ -138,7 +138,8 @@ json option_json(const Plan& p, const Option& o, int rank) {
   j["allocations"] = allocs;
   j["quality"] = {{"expected_loss", o.quality.expected_loss}, {"low", o.quality.low},       {"high", o.quality.high},
                   {"kv_loss", o.quality.kv_loss},             {"weights_loss", o.quality.weights_loss},
-                  {"task_factor", o.quality.task_factor},     {"risk", risk_name(o.quality.risk)}, {"evidence", o.quality.evidence}};
+                  {"task_factor", o.quality.task_factor},     {"risk", risk_name(o.quality.risk)},
+                  {"extrapolated", o.quality.extrapolated},   {"analogs", o.quality.analogs}, {"evidence", o.quality.evidence}};
   j["reason"] = o.reason;
   j["needs"] = o.needs;
   j["warnings"] = o.warnings;

@@ -127,6 +127,8 @@ class Quality:
     task_factor: float
     weights_factor: float
     risk: str            # free | mild | noticeable | avoid
+    extrapolated: bool   # no measurement of this pair on this family: bounded by the analogs
+    analogs: tuple[str, ...]
     evidence: tuple[str, ...]
 
 
@@ -220,7 +222,8 @@ class Option:
                                        a.figure.accuracy.name) for a in o.allocations)
         pools = tuple(PoolUsage(u.pool, u.allocations, u.allocations_high, u.total, u.total_high, u.headroom)
                       for u in o.pools)
-        quality = convert(Quality, o.quality, risk=o.quality.risk.name, evidence=tuple(o.quality.evidence))
+        quality = convert(Quality, o.quality, risk=o.quality.risk.name, analogs=tuple(o.quality.analogs),
+                          evidence=tuple(o.quality.evidence))
         return convert(cls, o, rank=rank, fits=o.fits(), memory=memory, allocations=allocations, pools=pools,
                        quality=quality, plan=plan, launches={ln.name: ln.text for ln in o.launches},
                        max_concurrency=o.max_concurrency or None, decode_tps=o.decode_tps or None,

@@ -254,6 +254,8 @@ PYBIND11_MODULE(_core, m) {
       .def_readonly("task_factor", &Quality::task_factor)
       .def_readonly("weights_factor", &Quality::weights_factor)
       .def_readonly("risk", &Quality::risk)
+      .def_readonly("extrapolated", &Quality::extrapolated)
+      .def_readonly("analogs", &Quality::analogs)
       .def_readonly("evidence", &Quality::evidence);
 
   py::class_<Launch>(m, "Launch").def_readonly("name", &Launch::name).def_readonly("text", &Launch::text);

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "helpers.hpp"
@@ -388,4 +389,91 @@ TEST_CASE("a --data prior override with model-version-1 keys is an error, not si
   std::ofstream(dir / "prior.yaml") << "prior:\n  source: mine\n  a_k: 0.01\n";
   CHECK(load_catalog({dir.string()}).prior.a_k == Approx(0.01));
   std::filesystem::remove_all(dir);
+}
+
+namespace {
+// The cells the fitted rows measure, read from fit_residuals.csv (not from the prior): family|K|rotated and family|V.
+struct Coverage {
+  std::set<std::string> k, v;
+  std::map<std::string, std::map<std::string, std::string>> rows;  // fitted rows by id
+};
+const Coverage& coverage() {
+  static const Coverage c = [] {
+    Coverage out;
+    for (const auto& r : read_csv(std::filesystem::path(KVPLAN_SOURCE_DIR) / "data/priors/fit_residuals.csv")) {
+      if (r.at("kind") == "excluded" || r.at("k_type").empty()) continue;
+      out.k.insert(r.at("family") + "|" + r.at("k_type") + "|" + r.at("rotation"));
+      out.v.insert(r.at("family") + "|" + r.at("v_type"));
+      out.rows[r.at("id")] = r;
+    }
+    return out;
+  }();
+  return c;
+}
+const char* const kLlamaTypes[] = {"f16", "q8_0", "q5_1", "q5_0", "q4_1", "iq4_nl", "q4_0"};
+}  // namespace
+
+TEST_CASE("extrapolated exactly where no fitted row measures the family's K (with its rotation) or V type") {
+  const auto& c = kvtest::catalog();
+  const Coverage& cov = coverage();
+  int extrapolated = 0, measured = 0;
+  for (const auto& m : c.models)
+    for (const char* k : kLlamaTypes)
+      for (const char* v : kLlamaTypes) {
+        const auto& tk = c.prior.type(k);
+        const bool low_bit_k = tk.quantized() && tk.k_bits <= 6;
+        bool k_covered = !tk.quantized();
+        for (const char* rot : {"yes", "no"})
+          if (!low_bit_k || std::string(rot) == "yes") k_covered = k_covered || cov.k.count(m.family + "|" + k + "|" + rot);
+        const bool v_covered = std::string(v) == "f16" || cov.v.count(m.family + "|" + v);
+        INFO(m.id << " (" << m.family << ") K " << k << " V " << v);
+        const Quality q = assess(m.id.c_str(), k, v, 2048, "general", true);
+        CHECK(q.extrapolated == !(k_covered && v_covered));
+        if (std::string(k) == "f16" && std::string(v) == "f16") CHECK_FALSE(q.extrapolated);
+        ++(q.extrapolated ? extrapolated : measured);
+      }
+  CHECK(extrapolated > 0);
+  CHECK(measured > 0);
+}
+
+TEST_CASE("an extrapolated estimate carries its analogs' band: the prior's interval widened by their measured / predicted range") {
+  const auto& c = kvtest::catalog();
+  const Coverage& cov = coverage();
+  double worst_7b = 0;
+  std::string worst_what;
+  int checked = 0;
+  for (const auto& m : c.models)
+    for (const char* k : kLlamaTypes)
+      for (const char* v : kLlamaTypes)
+        for (int ctx : {2048, 32768}) {
+          INFO(m.id << " K " << k << " V " << v << " ctx " << ctx);
+          const Quality q = assess(m.id.c_str(), k, v, ctx, "general", true);
+          if (m.params >= 7'000'000'000 && q.kv_loss > worst_7b) worst_7b = q.kv_loss, worst_what = m.id + " " + k + "/" + v;
+          if (!q.extrapolated || q.analogs.empty()) continue;
+          // the ratios from fit_residuals.csv (the Python fit's own columns), for plain rows
+          double lo = INFINITY, hi = 0;
+          bool plain = true;
+          for (const auto& id : q.analogs) {
+            INFO("analog " << id);
+            REQUIRE(cov.rows.count(id));
+            const auto& row = cov.rows.at(id);
+            const bool k_unquantized = row.at("k_type") == "f16" || row.at("k_type") == "bf16" || row.at("k_type") == "f32";
+            CHECK(k_unquantized == (std::string(k) == "f16"));
+            if (row.at("saturate") == "yes" || !row.at("base_k_type").empty()) { plain = false; continue; }
+            const double r = std::max(0.0, std::stod(row.at("measured"))) / std::stod(row.at("predicted"));
+            hi = std::max(hi, r);
+            lo = std::min(lo, r);
+          }
+          if (!plain) continue;
+          const double cache = q.task_factor * q.weights_factor * q.kv_loss;  // F16 weights: no weights part
+          REQUIRE(cache > 0);
+          CHECK(q.high / cache == Approx(std::max(hi, 1.0) * c.prior.interval_high).epsilon(1e-3));
+          CHECK(q.low / cache == Approx(std::min(lo, 1.0) * c.prior.interval_low).epsilon(1e-3).margin(1e-9));
+          CHECK(q.low <= q.expected_loss);
+          CHECK(q.expected_loss <= q.high);
+          ++checked;
+        }
+  CHECK(checked > 100);
+  INFO("largest predicted cache loss at >= 7B, 4 bits or more: " << worst_7b * 100 << "% (" << worst_what << ")");
+  CHECK(worst_7b < 1.0);  // was +599 % (Qwen2.5-Coder-32B, K=V=q4_0): Qwen2's TurboQuant factor applied to q4_0
 }

@@ -72,7 +72,9 @@ TEST_CASE("ranked options: all fit, none is dominated by one ranked below it", "
           const Option& hi = p.options[a];
           const Option& lo = p.options[b];
           const int chi = std::min(hi.ctx_per_slot, target), clo = std::min(lo.ctx_per_slot, target);
-          const bool dominated = clo >= chi && loss(lo) <= loss(hi) && lo.pools.front().headroom >= hi.pools.front().headroom &&
+          // tiers come first (docs/ranking.md §6): an option rated avoid never outranks one that is not
+          const bool same_tier = (lo.quality.risk == Risk::avoid) == (hi.quality.risk == Risk::avoid);
+          const bool dominated = same_tier && clo >= chi && loss(lo) <= loss(hi) && lo.pools.front().headroom >= hi.pools.front().headroom &&
                                  speed(lo) >= speed(hi) &&
                                  (clo > chi || loss(lo) < loss(hi) || lo.pools.front().headroom > hi.pools.front().headroom ||
                                   speed(lo) > speed(hi));

@@ -310,7 +310,10 @@ struct TypeSensitivity {   // one cache type
   double k_bits = 16;       // Gaussian-equivalent bits in the K role (the loss curve's argument)
   double v_bits = 16;       // ... in the V role (differs for exl2_q6: K 8-bit, V 4-bit)
   std::string rotation = "engine";  // engine: rotated when the engine rotates; builtin | robust: always
+  std::string codebook = "none";    // the rounding grid's kind: absmax | affine | nonuniform | lloyd_max | float ...
+  int group = 0;            // elements per scale (0: per tensor, or unquantized)
   bool planned = true;      // kvplan offers or will offer it (false: only in measurements)
+  bool defective = false;   // measured with a known implementation defect: an analog of itself only
   bool quantized() const { return bits < 16; }
   bool always_rotated() const { return rotation != "engine"; }
 };
@@ -318,7 +321,17 @@ struct FamilyFactor {
   std::string family;
   double k_low_bits_rot = 1, k_low_bits_norot = 1, all_bits = 1;
   double k_low_bits_max = 6;   // F_K applies when K has at most this many equivalent bits
+  std::vector<std::string> k_codebooks;  // ... and its codebook is one the family's own rows measured
   std::string source;
+};
+// One fitted measurement row, as the bounds of the cells it covers (docs/priors.md §1.4).
+struct AnalogRow {
+  std::string id, family, k_type, v_type;
+  bool rot_k = false;      // K was rotated
+  double params_b = 0, ctx = 0;
+  double loss = -1;        // measured L_kv (task factor and W divided out); < 0: coverage only
+  double predicted = 0;    // the fitted prior's L_kv for the row: loss / predicted is how far off the prior was there
+  bool upper = false;      // the measurement is an upper bound
 };
 struct Evidence {
   std::string id, text, source;
@@ -354,6 +367,7 @@ struct PriorParams {
   std::vector<TypeSensitivity> types;
   std::vector<FamilyFactor> families;
   std::vector<MeasuredEvidence> measured;
+  std::vector<AnalogRow> analogs;
   std::vector<Evidence> evidence;
   std::vector<ModelCalibration> calibrations;
   std::string source;

@@ -128,6 +128,8 @@ struct Quality {
   double task_factor = 1;
   double weights_factor = 1; // low-bit weights enlarge the cache loss
   Risk risk = Risk::free;
+  bool extrapolated = false;          // no measurement of this cache pair on this family: bounded by analogs
+  std::vector<std::string> analogs;   // the measurements.csv ids that bound it (empty: none was found)
   std::vector<std::string> evidence;  // sentences naming the measurement and its source
 };
 

@@ -511,7 +511,7 @@ const std::vector<std::string>& prior_keys() {
       "low_bits", "alpha_k_max", "weight_bpw_high", "weight_bpw_mid", "w_high", "w_mid", "w_low", "weight_loss_ref_b",
       "band_free", "band_mild", "band_noticeable", "a_k", "a_v", "beta_k", "beta_v", "r_norot", "beta_norot",
       "size_exponent_k", "size_exponent_v", "size_exponent_norot", "size_knee_b", "ctx_floor", "alpha_k", "alpha_k_size",
-      "alpha_v", "interval_low", "interval_high", "types", "families", "measured", "evidence"};
+      "alpha_v", "interval_low", "interval_high", "types", "families", "measured", "analogs", "evidence"};
   return keys;
 }
 
@@ -547,7 +547,7 @@ PriorParams read_prior(const Reader& r) {
     throw InputError(r.location("size_knee_b"), "", "prior: size_knee_b and ctx_floor must be positive");
   if (const auto* n = r.list_node("types")) {
     for (const auto& t : *n) {
-      require_keys(r, t, "types", {"type", "engine", "bits", "k_bits", "v_bits", "rotation", "planned"});
+      require_keys(r, t, "types", {"type", "engine", "bits", "k_bits", "v_bits", "rotation", "codebook", "group", "planned", "defective"});
       TypeSensitivity s;
       s.type = sub<std::string>(r, t, "types", "type");
       s.engine = t["engine"] ? r.convert<std::string>("engine", t["engine"]) : "";
@@ -559,12 +559,15 @@ PriorParams read_prior(const Reader& r) {
         throw InputError(r.location("types", t["rotation"]), s.rotation, "cache type rotation must be engine, builtin or robust",
                          {"engine", "builtin", "robust"});
       s.planned = t["planned"] ? r.convert<bool>("planned", t["planned"]) : true;
+      s.codebook = t["codebook"] ? r.convert<std::string>("codebook", t["codebook"]) : (s.quantized() ? "absmax" : "none");
+      s.group = t["group"] ? r.convert<int>("group", t["group"]) : 0;
+      s.defective = t["defective"] ? r.convert<bool>("defective", t["defective"]) : false;
       p.types.push_back(s);
     }
   }
   if (const auto* n = r.list_node("families")) {
     for (const auto& f : *n) {
-      require_keys(r, f, "families", {"family", "k_low_bits_max", "k_low_bits_rot", "k_low_bits_norot", "all_bits", "source"});
+      require_keys(r, f, "families", {"family", "k_low_bits_max", "k_low_bits_rot", "k_low_bits_norot", "all_bits", "k_codebooks", "source"});
       FamilyFactor ff;
       ff.family = sub<std::string>(r, f, "families", "family");
       ff.k_low_bits_max = f["k_low_bits_max"] ? r.convert<double>("k_low_bits_max", f["k_low_bits_max"]) : 6;
@@ -572,7 +575,27 @@ PriorParams read_prior(const Reader& r) {
       ff.k_low_bits_norot = f["k_low_bits_norot"] ? r.convert<double>("k_low_bits_norot", f["k_low_bits_norot"]) : 1;
       ff.all_bits = f["all_bits"] ? r.convert<double>("all_bits", f["all_bits"]) : 1;
       ff.source = sub<std::string>(r, f, "families", "source");
+      if (f["k_codebooks"]) ff.k_codebooks = r.convert<std::vector<std::string>>("k_codebooks", f["k_codebooks"]);
       p.families.push_back(ff);
+    }
+  }
+  if (const auto* n = r.list_node("analogs")) {
+    for (const auto& a : *n) {
+      require_keys(r, a, "analogs", {"id", "family", "params_b", "k_type", "v_type", "rot_k", "ctx", "loss", "predicted", "upper"});
+      AnalogRow row;
+      row.id = sub<std::string>(r, a, "analogs", "id");
+      row.family = sub<std::string>(r, a, "analogs", "family");
+      row.params_b = sub<double>(r, a, "analogs", "params_b");
+      row.k_type = sub<std::string>(r, a, "analogs", "k_type");
+      row.v_type = sub<std::string>(r, a, "analogs", "v_type");
+      row.rot_k = sub<bool>(r, a, "analogs", "rot_k");
+      row.ctx = sub<double>(r, a, "analogs", "ctx");
+      row.loss = sub<double>(r, a, "analogs", "loss");
+      row.predicted = sub<double>(r, a, "analogs", "predicted");
+      row.upper = a["upper"] ? r.convert<bool>("upper", a["upper"]) : false;
+      if (row.params_b <= 0 || row.ctx <= 0)
+        throw InputError(r.location("analogs", a["id"]), row.id, "prior analog rows need params_b > 0 and ctx > 0");
+      p.analogs.push_back(row);
     }
   }
   if (const auto* n = r.list_node("measured")) {

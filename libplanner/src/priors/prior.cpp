@@ -87,6 +87,20 @@ const MeasuredEvidence* nearest_measurement(const PriorParams& p, const QualityI
   return best;
 }
 
+// What an extrapolated estimate rests on, in the user's unit (task factor and W applied).
+std::string extrapolation_sentence(const PriorParams& p, const QualityInput& in, bool rot_k, const EvidenceBounds& b) {
+  const TypeSensitivity& k = p.type(in.type_k);
+  const bool in_low_bits = k.quantized() && k.k_bits <= 6;  // where rotation matters (evidence_bounds.cpp)
+  std::string cell = fmt::format("K={}{} V={} on the {} family", in.type_k, rot_k && in_low_bits ? " (rotated)" : "", in.type_v, in.model->family);
+  if (b.analogs.empty())
+    return "Extrapolated: no measurement of " + cell + " nor of anything alike; the band is the prior's interval twice over";
+  std::string ids;
+  for (size_t i = 0; i < b.analogs.size() && i < 6; ++i) ids += (i ? ", " : "") + b.analogs[i];
+  if (b.analogs.size() > 6) ids += fmt::format(" and {} more", b.analogs.size() - 6);
+  return fmt::format("Extrapolated: no measurement of {}; the band spans what its nearest measured analogs say of the prior "
+                     "(they measured x{:.2g} .. x{:.2g} its estimate; data/priors/measurements.csv rows {})", cell, b.lo, b.hi, ids);
+}
+
 }  // namespace
 
 double size_factor(const PriorParams& p, double n_b, double exponent) {
@@ -127,7 +141,10 @@ KvParts kv_parts(const PriorParams& p, const QualityInput& in) {
   if (k.quantized()) {
     const double alpha = k.k_bits <= p.low_bits ? alpha_k(p, n_b) : 0;
     double f_rot = 1, f_norot = 1;
-    if (fam && k.k_bits <= fam->k_low_bits_max) f_rot = fam->k_low_bits_rot, f_norot = fam->k_low_bits_norot;
+    // a family's K factor is fitted to the codebooks its own rows measured and applies to those only
+    const bool measured_codebook = fam && (fam->k_codebooks.empty() || std::find(fam->k_codebooks.begin(), fam->k_codebooks.end(),
+                                                                                  k.codebook) != fam->k_codebooks.end());
+    if (measured_codebook && k.k_bits <= fam->k_low_bits_max) f_rot = fam->k_low_bits_rot, f_norot = fam->k_low_bits_norot;
     // Rotation is never predicted to hurt: a rotated K term is at most the unrotated one (tools/fit_priors.py kv_parts).
     const double unrotated = f_norot * type_loss_k(p, k, false, n_b);
     const double base = rot_k ? std::min(f_rot * type_loss_k(p, k, true, n_b), unrotated) : unrotated;
@@ -178,10 +195,22 @@ Quality assess(const PriorParams& p, const QualityInput& in) {
   const double lo = cal && cal->interval_low > 0 ? cal->interval_low : p.interval_low;
   const double hi = cal && cal->interval_high > 0 ? cal->interval_high : p.interval_high;
   constexpr double kWeightsSpread = 2;  // one reference model (LLaMA-3-8B) for every family
+  // The user's own rows cover their model; otherwise a cell no fitted row measures is bounded by its analogs.
+  double kv_low = q.kv_loss * lo, kv_high = q.kv_loss * hi;
+  const EvidenceBounds bounds = cal ? EvidenceBounds{} : evidence_bounds(p, in, rot_k);
+  q.extrapolated = bounds.extrapolated;
+  q.analogs = bounds.analogs;
+  // The estimate itself stays the prior's, so that its orderings hold in every cell (more bits, rotation, K over V);
+  // the band spans what the analogs say of the prior, widened by its interval.
+  if (bounds.extrapolated && !bounds.analogs.empty()) {
+    kv_low = q.kv_loss * std::min(bounds.lo, 1.0) * lo, kv_high = q.kv_loss * std::max(bounds.hi, 1.0) * hi;
+  } else if (bounds.extrapolated) {
+    kv_low = 0, kv_high = q.kv_loss * hi * hi;  // nothing measured is alike: the interval twice over
+  }
   const double cache = q.task_factor * w * q.kv_loss;
   q.expected_loss = q.weights_loss + cache;
-  q.low = q.weights_loss / kWeightsSpread + cache * lo;
-  q.high = q.weights_loss * kWeightsSpread + cache * hi;
+  q.low = q.weights_loss / kWeightsSpread + q.task_factor * w * kv_low;
+  q.high = q.weights_loss * kWeightsSpread + q.task_factor * w * kv_high;
   q.risk = risk_band(p, q.expected_loss);
 
   // The evidence each part rests on: the user's own measurements, the closest published measurement, then the
@@ -190,6 +219,7 @@ Quality assess(const PriorParams& p, const QualityInput& in) {
     for (const auto& e : cal->evidence) q.evidence.push_back(e);
   if (const MeasuredEvidence* e = nearest_measurement(p, in, rot_k))
     q.evidence.push_back("Closest measurement: " + e->text + " [" + e->source + "]");
+  if (q.extrapolated) q.evidence.push_back(extrapolation_sentence(p, in, rot_k, bounds));
   auto cite = [&](const std::string& id) {
     if (const Evidence* e = p.find_evidence(id)) q.evidence.push_back(e->text + " [" + e->source + "]");
   };

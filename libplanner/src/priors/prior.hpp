@@ -2,6 +2,7 @@
 // The formula is docs/priors.md §1; tools/fit_priors.py implements the same one and fits its parameters.
 #pragma once
 #include <string>
+#include <vector>
 
 #include "kvplan/catalog.hpp"
 #include "kvplan/plan.hpp"
@@ -23,6 +24,16 @@ struct KvParts {
   double k = 0, v = 0;
   double total() const { return k + v; }
 };
+
+// Where no fitted row measures an option's cell: the range its nearest measured analogs bound it to (docs/priors.md
+// §1.3): the range of the analogs' measured / predicted ratios. extrapolated = false: measured, the prior's own
+// estimate stands.
+struct EvidenceBounds {
+  bool extrapolated = false;
+  double lo = 0, hi = 0;             // ratios; meaningful when analogs is not empty
+  std::vector<std::string> analogs;  // measurements.csv ids
+};
+EvidenceBounds evidence_bounds(const PriorParams& prior, const QualityInput& in, bool rot_k);
 
 Quality assess(const PriorParams& prior, const QualityInput& in);
 Risk risk_band(const PriorParams& prior, double loss);
