@@ -33,6 +33,9 @@ exact match reaches --target (0.8) is the one measured. A task the model cannot 
 
 Results: data/priors/measured/<model-id>-kv-tasks.csv (appended; one row per task x ctx x configuration, with the
 base's figures and the paired differences), calibration in data/priors/measured/<model-id>-kv-tasks-calibration.csv.
+While a run is under way its rows so far (marked partial) are rewritten after every haystack to
+<model-id>-kv-tasks.<task>-c<ctx>.partial.csv beside it, so a run that is killed leaves them; the file is removed
+when the task finishes.
 
   python tools/measure_kv/tasks.py --smoke                                    # seconds: SMOKE OK, exit 0
   python tools/measure_kv/tasks.py --model-id smollm2-135m --calibrate --ctx 2048
@@ -299,7 +302,8 @@ class Scores:
 
 def run_task(eng: Any, filler: Filler, task: str, level: tuple[int, int], n_ctx: int, configs: list[Config],
              n_queries: int, seed0: int, n_ubatch: int, stop: dict[str, bool], progress: bool,
-             max_q_per_hay: int = 16, max_fail: int | None = None) -> tuple[Scores, list[Scores], dict[str, Any]]:
+             max_q_per_hay: int = 16, max_fail: int | None = None,
+             after_haystack: Any = None) -> tuple[Scores, list[Scores], dict[str, Any]]:
     """The queries of haystacks seed0, seed0+1, ... until n_queries are scored (or, with max_fail, until the base
     has failed more than max_fail of them: a calibration level that cannot reach its target)."""
     L = eng.L
@@ -340,6 +344,10 @@ def run_task(eng: Any, filler: Filler, task: str, level: tuple[int, int], n_ctx:
                     s.n_tok.append(len(q.answer))
                     if not L.llama_memory_seq_rm(mem, 0, H, -1):
                         raise RuntimeError("llama_memory_seq_rm failed")
+            if after_haystack is not None:
+                after_haystack(scores[0], scores[1:], {"haystacks": n_hay, "seconds": time.time() - t0, "rot": rots,
+                                                       "seeds": f"{seed0}..{seed0 + n_hay - 1}",
+                                                       "prompt_tokens_mean": float(np.mean(prompt_tokens))})
             if progress:
                 msg = (f"  {task} ctx {n_ctx} level {level}: {len(scores[0].exact)}/{n_queries} queries, {n_hay} haystacks, "
                        f"{time.time() - t0:6.1f}s  base exact {np.mean(scores[0].exact):.2f}")
@@ -511,8 +519,19 @@ def main(argv: list[str] | None = None) -> int:
                       file=sys.stderr)
                 return 2
             level = LADDER[task][li]
+            side = out.with_name(out.stem + f".{task}-c{n_ctx}.partial.csv")
+
+            def _save(b: Scores, t: list[Scores], inf: dict[str, Any], task: str = task, level: tuple[int, int] = level,
+                      n_ctx: int = n_ctx, side: Path = side) -> None:
+                """The rows so far, rewritten after every haystack (kept if the run is killed; removed when it ends)."""
+                if a.smoke or len(b.exact) >= a.queries:
+                    return
+                side.unlink(missing_ok=True)
+                append_csv(side, COLUMNS, task_rows(task, level, n_ctx, configs, b, t, inf, prov, a.model_id, partial=True))
+
             base, tests, info = run_task(eng, filler, task, level, n_ctx, configs, a.queries, SEED_MEASURE, a.ubatch,
-                                         stop, not a.quiet)
+                                         stop, not a.quiet, after_haystack=_save)
+            side.unlink(missing_ok=True)
             if not base.exact:
                 continue
             rows = task_rows(task, level, n_ctx, configs, base, tests, info, prov, a.model_id,

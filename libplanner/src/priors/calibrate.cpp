@@ -442,17 +442,26 @@ PriorParams calibrate(const PriorParams& prior, const std::vector<Measurement>& 
   const double s0 = std::max(std::log(prior.interval_high / prior.interval_low) / (2 * kZ80), 0.05);
   const bool has_k = std::any_of(use.begin(), use.end(), [](const Row& r) { return r.k > 0; });
   const bool has_v = std::any_of(use.begin(), use.end(), [](const Row& r) { return r.v > 0; });
-  // Identical rows (a file may repeat a measurement many times) enter the cost once, weighted by their count: the
-  // same minimum, and the grid search costs the distinct rows only (a 10 MB file of repeats took ~50 s).
-  std::map<std::tuple<double, double, double, double, double>, int> distinct;
-  for (const auto& r : use) ++distinct[{r.k, r.v, r.w, r.meas, r.noise}];
+  // Rows that share a prediction (the same K and V terms, W and noise) enter the cost through their count, mean and
+  // spread of log(measured + noise): sum (A - y_i)^2 = n (A - mean)^2 + sum (y_i - mean)^2, so the grid search costs
+  // one evaluation per distinct prediction, not per row (a 10 MB file of 240,000 rows took minutes).
+  struct Group {
+    double n = 0, sum_y = 0, sum_y2 = 0;
+  };
+  std::map<std::tuple<double, double, double, double>, Group> groups;
+  for (const auto& r : use) {
+    Group& g = groups[{r.k, r.v, r.w, r.noise}];
+    const double y = std::log(std::max(r.meas, 0.0) + r.noise);
+    g.n += 1, g.sum_y += y, g.sum_y2 += y * y;
+  }
   auto cost = [&](double lk, double lv) {
     double c = (lk * lk + lv * lv) / (s0 * s0);
     const double ck = std::exp(lk), cv = std::exp(lv);
-    for (const auto& [key, count] : distinct) {
-      const auto& [k, v, w, meas, noise] = key;
-      const double d = log_gap(w * (ck * k + cv * v), meas, noise);
-      c += count * d * d;
+    for (const auto& [key, g] : groups) {
+      const auto& [k, v, w, noise] = key;
+      const double a = std::log(std::max(w * (ck * k + cv * v), 0.0) + noise);
+      const double mean = g.sum_y / g.n;
+      c += g.n * (a - mean) * (a - mean) + std::max(0.0, g.sum_y2 - g.n * mean * mean);
     }
     return c;
   };
