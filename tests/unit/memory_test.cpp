@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "helpers.hpp"
+#include "memory/ggml_graph.hpp"
 
 using namespace kvplan;
 using kvtest::mib;
@@ -293,4 +294,16 @@ TEST_CASE("CPU compute buffer: ggml-alloc over the modelled reserve graph equals
   CHECK(cpu_compute(granite, 1024, "f16", "f16", true) == 4355104);
   CHECK(cpu_compute(granite, 1024, "f16", "f16", false) == 6557728);
   CHECK(cpu_compute(granite, 10000, "f32", "f32", true, 256, 4) == 7608352);  // was +10.3 % with the closed forms
+}
+
+TEST_CASE("compute graph: a tensor or buffer beyond 64-bit byte counts is an InputError, not a wrapped size") {
+  using namespace kvplan::ggml_graph;
+  Graph g;
+  const int a = g.input(Type::f32, {1 << 30, 1 << 30, 1 << 4, 1});  // 2^64 elements x 4 bytes: does not fit
+  g.op(Type::f32, {1, 1, 1, 1}, {a});
+  CHECK_THROWS_AS(peak_bytes(g, 32), kvplan::InputError);
+  Graph ok;
+  const int b = ok.input(Type::f32, {1 << 20, 1 << 10, 1, 1});
+  ok.op(Type::f32, {1 << 20, 1 << 10, 1, 1}, {b});
+  CHECK(peak_bytes(ok, 32) == 2 * 4 * (std::int64_t{1} << 30));
 }

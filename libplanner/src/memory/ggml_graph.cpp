@@ -3,11 +3,15 @@
 #include <algorithm>
 #include <limits>
 
+#include "kvplan/checked.hpp"
+
 namespace kvplan::ggml_graph {
 
 std::int64_t Tensor::bytes() const {
   const std::int64_t size = type == Type::i8 ? 1 : type == Type::f16 ? 2 : type == Type::i64 ? 8 : 4;
-  return size * ne[0] * ne[1] * ne[2] * ne[3];
+  std::int64_t n = size;
+  for (std::int64_t d : ne) n = checked_mul(n, d, "compute graph tensor");
+  return n;
 }
 
 int Graph::add(Tensor t, bool leaf) {
@@ -56,7 +60,7 @@ int Graph::external(std::vector<int> srcs) {
 
 namespace {
 
-std::int64_t align_up(std::int64_t n, std::int64_t a) { return (n + a - 1) / a * a; }
+std::int64_t align_up(std::int64_t n, std::int64_t a) { return checked_add(n, a - 1, "compute buffer") / a * a; }
 
 // ggml_dyn_tallocr with one chunk (the CPU buffer type has no maximum size).
 class DynAllocator {
@@ -74,6 +78,7 @@ class DynAllocator {
     }
     if (best < 0) best = static_cast<int>(blocks_.size()) - 1;
     Block& b = blocks_[static_cast<size_t>(best)];
+    if (size > b.size) size_overflow("compute buffer");  // beyond the 2^62 bytes of the last block
     const std::int64_t offset = b.offset;
     b.offset += size;
     b.size -= size;
