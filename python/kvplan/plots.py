@@ -50,23 +50,39 @@ def _token_axis(ax: Axes) -> None:
     ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x / 1024:g}k"))
 
 
-def _label_points(ax: Axes, points: list[tuple[float, float, str]], gap: float = 11) -> None:
-    """Label each point to its right; labels of points in one column are pushed apart by `gap` points."""
-    ax.autoscale_view()
-    lo, hi = ax.get_xlim()
-    ax.set_xlim(lo, hi + 0.25 * (hi - lo))  # room for the labels of the rightmost column
-    dpi = ax.get_figure().dpi  # type: ignore[union-attr]
-    columns: dict[float, list[tuple[float, str]]] = {}
-    for x, y, text in points:
-        columns.setdefault(x, []).append((y, text))
-    for x, column in columns.items():
-        placed = None  # the previous label's height, in points
-        for y, text in sorted(column, key=lambda c: -c[0]):
-            at = ax.transData.transform((x, y))[1] * 72 / dpi
-            label = at if placed is None else min(at, placed - gap)
-            ax.annotate(text, (x, y), textcoords="offset points", xytext=(10, label - at - 3), fontsize=8,
-                        arrowprops={"arrowstyle": "-", "color": "#999999", "lw": 0.6} if label < at - 1 else None)
-            placed = label
+def _text_box(label: Any, renderer: Any) -> Any:
+    """The text's own box, where it will be drawn (an annotation's extent includes its leader line)."""
+    from matplotlib.text import Text
+    label.update_positions(renderer)
+    return Text.get_window_extent(label, renderer)
+
+
+def _label_points(ax: Axes, points: list[tuple[float, float, str]], fontsize: float = 8) -> None:
+    """Label each point to its right without overlaps: labels are placed from the top down, each drawn, measured
+    and moved below any label already placed that it covers, with a leader line when moved. Call it last: it
+    measures the axes as they are drawn."""
+    fig = ax.get_figure()
+    renderer = fig.canvas.get_renderer()  # type: ignore[union-attr]
+    to_points = 72 / fig.dpi  # type: ignore[union-attr]
+    y_lo, y_hi = ax.get_ylim()
+    placed: list[Any] = []  # bounding boxes (display units) of the labels so far
+    for x, y, text in sorted(points, key=lambda p: -p[1]):
+        if not y_lo <= y <= y_hi:
+            continue  # outside the clipped axis: the point is not drawn either
+        offset = -3.0
+        label = ax.annotate(text, (x, y), textcoords="offset points", xytext=(10, offset), fontsize=fontsize)
+        for _ in range(len(placed) + 1):
+            box = _text_box(label, renderer)
+            hit = next((b for b in placed if box.overlaps(b)), None)
+            if hit is None:
+                break
+            offset -= (box.y1 - hit.y0) * to_points + 1
+            label.set_position((10, offset))
+        if offset < -4:
+            label.remove()
+            label = ax.annotate(text, (x, y), textcoords="offset points", xytext=(10, offset), fontsize=fontsize,
+                                arrowprops={"arrowstyle": "-", "color": "#999999", "lw": 0.6})
+        placed.append(_text_box(label, renderer))
 
 
 def _contexts(max_ctx: int, points: int) -> list[int]:
@@ -188,16 +204,26 @@ def risk_frontier(p: Plan, *, ax: Axes | None = None) -> Figure:
     if not isinstance(p, Plan):
         fail("plan", shown(p), f"must be a kvplan.Plan (what kvplan.plan() returns), not {type(p).__name__}")
     fig, ax = _axes(ax, (9, 5.5))
+    # The axis spans the expected losses, not every interval: bands are clipped at the edges (an arrow marks a band
+    # that goes on), so one extrapolated option's 1000 % upper end does not flatten the rest.
+    expected = [max(o.quality.expected_loss * 100, 1e-3) for o in p.options] or [1.0]
+    y_lo, y_hi = min(expected) / 3, max(expected) * 3
     for risk in RISKS:
         group = [o for o in p.options if o.quality.risk == risk]
         if not group:
             continue
         xs = [o.ctx_per_slot for o in group]
-        ys = [o.quality.expected_loss * 100 for o in group]
-        err = [[(o.quality.expected_loss - o.quality.low) * 100 for o in group],
-               [(o.quality.high - o.quality.expected_loss) * 100 for o in group]]
+        ys = [max(o.quality.expected_loss * 100, 1e-3) for o in group]
+        lows = [max(o.quality.low * 100, y_lo) for o in group]
+        highs = [min(o.quality.high * 100, y_hi) for o in group]
+        err = [[max(y - lo, 0.0) for y, lo in zip(ys, lows)], [max(hi - y, 0.0) for y, hi in zip(ys, highs)]]
         ax.errorbar(xs, ys, yerr=err, fmt="o", color=RISK_COLORS[risk], ecolor=RISK_COLORS[risk], elinewidth=1,
                     capsize=3, markersize=8, alpha=0.9, label=f"{risk} risk")
+        for o, x in zip(group, xs):
+            if o.quality.high * 100 > y_hi:
+                ax.annotate("", (x, y_hi), xytext=(x, y_hi / 1.25), arrowprops={"arrowstyle": "->", "color": RISK_COLORS[risk]})
+    ax.set_yscale("log")
+    ax.set_ylim(y_lo, y_hi)
     rec = p.recommended
     if rec is not None:
         ax.plot([rec.ctx_per_slot], [rec.quality.expected_loss * 100], marker="*", markersize=20, color="#264653",
@@ -206,15 +232,16 @@ def risk_frontier(p: Plan, *, ax: Axes | None = None) -> Figure:
                label=f"{p.task.id} target {p.task.ctx_target:,} tokens")
     ax.axvline(p.task.ctx_min, color="#999999", linestyle=":", linewidth=1.2,
                label=f"{p.task.id} minimum {p.task.ctx_min:,} tokens")
-    ax.set_yscale("log")
-    _label_points(ax, [(o.ctx_per_slot, o.quality.expected_loss * 100,
-                        f"#{o.rank} {o.weights} {o.cache_type_k}/{o.cache_type_v}" + ("" if o.fits else " (no fit)"))
-                       for o in p.options])
     ax.set_xlabel("context per conversation (tokens)")
     ax.set_ylabel("expected quality loss (% perplexity increase, log scale)")
     ax.yaxis.set_major_formatter(_pyplot().FuncFormatter(lambda y, _: f"{y:g}%"))
     _token_axis(ax)
+    lo, hi = ax.get_xlim()
+    ax.set_xlim(lo, hi * (hi / lo) ** 0.35 if ax.get_xscale() == "log" else hi + 0.35 * (hi - lo))  # room for labels
     ax.set_title(f"{p.model.name} on {p.device.device}, task {p.task.id}: risk vs context of the ranked options")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(loc="best", fontsize=9)
+    _label_points(ax, [(o.ctx_per_slot, max(o.quality.expected_loss * 100, 1e-3),
+                        f"#{o.rank} {o.weights} {o.cache_type_k}/{o.cache_type_v}" + ("" if o.fits else " (no fit)"))
+                       for o in p.options])
     return fig

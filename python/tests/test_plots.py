@@ -65,3 +65,24 @@ def test_errors_and_missing_matplotlib(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "matplotlib.pyplot", None)
     with pytest.raises(ImportError, match="needs matplotlib"):
         plots.risk_frontier(kvplan.plan(gpu="24GB", model="qwen3-8b"))
+
+
+def test_risk_frontier_readable(tmp_path: Path) -> None:
+    """Labels never overlap and the y axis spans the expected losses, not a 1000 % interval end (issue 14)."""
+    from matplotlib.text import Text
+    p = kvplan.plan(gpu="8GB", model="phi-4", top=25)  # 25 options in a few context columns
+    fig = plots.risk_frontier(p)
+    fig.savefig(tmp_path / "risk.png")
+    fig.canvas.draw()  # measured as drawn at the figure's own dpi
+    ax = fig.axes[0]
+    renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
+    boxes = [Text.get_window_extent(t, renderer) for t in ax.texts if t.get_text()]  # the text, not its leader line
+    assert len(boxes) == len(p.options)
+    overlaps = [(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1:] if a.overlaps(b)]
+    assert not overlaps
+    lo, hi = ax.get_ylim()
+    expected = [o.quality.expected_loss * 100 for o in p.options]
+    assert hi <= 3.01 * max(expected) and lo >= min(expected) / 3.01
+    clipped = sum(o.quality.high * 100 > hi for o in p.options)
+    arrows = sum(1 for t in ax.texts if not t.get_text())
+    assert arrows == clipped
