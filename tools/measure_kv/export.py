@@ -24,6 +24,9 @@ LEGACY_NOTES = {"kvplan270m-"}
 # "at least 32K scored tokens per cell": the harness default (65,536 tokens read per context length) scores
 # 32,640 (ctx 512) to 32,760 (ctx 8192), the second half of every window; fewer is a partial cell
 FULL_CELL_TOKENS = 32000
+# A complete run of a smaller design (TOTAL_TOKENS=8192: the same ~4.1K scored tokens at every context length, the
+# SmolLM2 seed-effect stage) is fitted with its standard error; a killed run, or fewer tokens, is a partial cell
+STAGE_CELL_TOKENS = 4000
 
 
 def prefix_of(sweep: Path) -> str:
@@ -43,8 +46,11 @@ def measurement_id(r: dict[str, str], prefix: str = PREFIX) -> str:
 def measurement_row(r: dict[str, str], columns: list[str], sweep_name: str, prefix: str = PREFIX) -> dict[str, str]:
     scored = int(r["scored_tokens"] or 0)
     notes = r["notes"]
-    if "partial run" in notes or scored < FULL_CELL_TOKENS:
+    if "partial run" in notes or scored < STAGE_CELL_TOKENS:
         notes += f"; {scored} scored tokens (partial run: the design asks at least {FULL_CELL_TOKENS})"
+    elif scored < FULL_CELL_TOKENS:
+        notes += (f"; {scored} scored tokens in {r['chunks']} windows, a complete run of the same-tokens stage "
+                  f"(total_tokens {r.get('total_tokens', '')}; the full design asks {FULL_CELL_TOKENS}); {r['date']}")
     else:
         notes += f"; {scored} scored tokens in {r['chunks']} windows; {r['date']}"
     if r.get("model_sha256") and prefix not in LEGACY_NOTES:
