@@ -56,6 +56,20 @@ bool is_number(const std::string& s) {
   return true;
 }
 bool contains(const std::vector<std::string>& v, const std::string& s) { return std::find(v.begin(), v.end(), s) != v.end(); }
+
+// llama.cpp reads integers in base 10 (std::stoi): "-c 010000" is 10000 there and "0x1000" is 0, where a base-0
+// parser would plan 4096. A value with a leading zero or a radix prefix is refused rather than read either way.
+void check_decimal(const std::string& flag, const std::string& value) {
+  size_t i = !value.empty() && (value[0] == '-' || value[0] == '+') ? 1 : 0;
+  if (value.size() < i + 2 || value[i] != '0') return;
+  const char next = value[i + 1];
+  const bool digits = std::all_of(value.begin() + static_cast<std::ptrdiff_t>(i), value.end(),
+                                  [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
+  if (digits || ((next == 'x' || next == 'X' || next == 'b' || next == 'B' || next == 'o' || next == 'O') && value.size() > i + 2 &&
+                 std::isxdigit(static_cast<unsigned char>(value[i + 2]))))
+    throw InputError(flag, value, "has a leading zero or a radix prefix, which llama.cpp and kvplan would read differently; "
+                                  "accepted: a decimal number without leading zeros (e.g. 10000)");
+}
 }  // namespace
 
 void check_flags(const std::vector<std::string>& args, const std::vector<std::string>& known,
@@ -67,6 +81,7 @@ void check_flags(const std::vector<std::string>& args, const std::vector<std::st
       if (previous_takes_value) throw InputError(args[i - 1], "", "needs a value, and an empty one was given (see kvplan --help)");
       continue;
     }
+    if (previous_takes_value) check_decimal(args[i - 1], a);
     if (a.size() < 2 || a[0] != '-' || is_number(a) || previous_takes_value) continue;  // a value, a negative number
     const size_t eq = a.find('=');
     const std::string name = a.substr(0, eq);

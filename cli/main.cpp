@@ -177,7 +177,8 @@ int run(int argc, char** argv) {
         for (const auto& n : o->get_snames()) names.push_back("-" + n);
         for (const auto& n : names) {
           known.push_back(n);
-          if (o->get_type_size_max() > 0) takes_value.push_back(n);
+          // a switch (--json, --max-ctx) may take an optional =value but never the next argument
+          if (o->get_type_size_min() > 0 && o->get_expected_min() > 0) takes_value.push_back(n);
         }
       }
     kvplan::cli::check_flags(args, known, takes_value);

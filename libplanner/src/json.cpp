@@ -165,7 +165,10 @@ json option_json(const Plan& p, const Option& o, int rank) {
 
 }  // namespace
 
-std::string model_to_json(const ModelSpec& m, int indent) { return model_json(m).dump(indent) + "\n"; }
+// Names and paths come from files and the command line and may hold invalid UTF-8: replaced (U+FFFD), not thrown.
+std::string model_to_json(const ModelSpec& m, int indent) {
+  return model_json(m).dump(indent, ' ', false, json::error_handler_t::replace) + "\n";
+}
 
 std::string to_json(const Plan& p, int indent) {
   json j;
@@ -301,7 +304,7 @@ std::string to_json(const Plan& p, int indent) {
   j["nothing_fits"] = p.nothing_fits.empty() ? json(nullptr) : json(p.nothing_fits);
   j["explanation"] = p.explanation;
   j["warnings"] = p.warnings;
-  return j.dump(indent) + "\n";
+  return j.dump(indent, ' ', false, json::error_handler_t::replace) + "\n";
 }
 
 }  // namespace kvplan

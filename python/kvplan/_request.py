@@ -172,11 +172,21 @@ def text(keyword: str, value: object, what: str = "a name", *, field: str | None
     return _text(f, value, limit, what)
 
 
+def _fspath(f: str, value: object) -> object:
+    """os.fspath of a path-like object; one whose __fspath__ returns something else is bad input, not a TypeError."""
+    if not isinstance(value, os.PathLike):
+        return value
+    try:
+        return os.fspath(value)
+    except TypeError as e:
+        fail(f, shown(value), f"is a path-like object whose __fspath__ does not give a str ({e})")
+    raise AssertionError("unreachable")  # fail() raises
+
+
 def path(keyword: str, value: object, what: str = "a path", *, field: str | None = None) -> str:
     """A path keyword: str or os.PathLike (of str), at most MAX_PATH characters."""
     f = field or flag(keyword)
-    if isinstance(value, os.PathLike):
-        value = os.fspath(value)
+    value = _fspath(f, value)
     if not isinstance(value, str):
         fail(f, shown(value), f"must be {what} (str or os.PathLike), not {_type(value)}")
     return _text(f, value, MAX_PATH, what)
@@ -244,8 +254,7 @@ def looks_like_path(value: str) -> bool:
 def model_name_or_file(keyword: str, value: object) -> str:
     """model / model_draft: a catalog name (at most MAX_NAME characters) or the path of an existing file or folder."""
     f = flag(keyword)
-    if isinstance(value, os.PathLike):
-        value = os.fspath(value)
+    value = _fspath(f, value)
     if not isinstance(value, str):
         fail(f, shown(value), f"must be a model name or a path (str or os.PathLike), not {_type(value)}")
     if not value and keyword == "model_draft":  # "" is not "no draft" (leave the keyword out for that)

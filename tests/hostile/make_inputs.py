@@ -203,6 +203,23 @@ def main(out):
     write(f"{out}/priors_log_bad_number.log",
           "llama_kv_cache: K (q8_0): 1 MiB, V (q4_0): 1 MiB\n"
           "Final estimate: PPL = - +/- 0.0345\n")
+    # --- found by an independent audit (2026-12-02): names that are not text, files that never end, a bad prior
+    g = tiny_llama()
+    g.kvs = [kv for kv in g.kvs if b"general.name" not in kv[:32]]
+    name = b"tiny\xff\xfe"
+    g.kv("general.name", T_STRING, struct.pack("<Q", len(name)) + name)
+    write(f"{out}/name_not_utf8.gguf", g.bytes())
+    g = tiny_llama()
+    g.kvs = [kv for kv in g.kvs if b"general.name" not in kv[:32]]
+    g.str("general.name", "tiny\x1b[2J\x1b[31m\nforged line")
+    write(f"{out}/name_ansi.gguf", g.bytes())
+    write(f"{out}/data_prior_negative/data.yaml", "prior:\n  id: default\n  a_k: -1\n")
+    os.makedirs(f"{out}/cfg_devzero", exist_ok=True)
+    for link, target in ((f"{out}/cfg_devzero/config.json", "/dev/zero"), (f"{out}/priors_devzero.csv", "/dev/zero")):
+        if not os.path.lexists(link):
+            os.symlink(target, link)
+    if not os.path.exists(f"{out}/priors_fifo.csv"):
+        os.mkfifo(f"{out}/priors_fifo.csv")
     write(f"{out}/ot_100k.txt", "a" * 100_000 + "=CPU")
     write(f"{out}/name_100k.txt", "q" * 100_000)  # an argument is at most 128 KiB (MAX_ARG_STRLEN)
 

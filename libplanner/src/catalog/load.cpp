@@ -15,6 +15,7 @@
 #include "catalog/embedded.hpp"
 #include "kvplan/catalog.hpp"
 #include "kvplan/error.hpp"
+#include "input_file.hpp"
 #include "model_files/validate.hpp"
 
 namespace kvplan {
@@ -543,8 +544,24 @@ PriorParams read_prior(const Reader& r) {
   KVPLAN_PRIOR_FIELD(ctx_floor); KVPLAN_PRIOR_FIELD(alpha_k); KVPLAN_PRIOR_FIELD(alpha_k_size); KVPLAN_PRIOR_FIELD(alpha_v);
   KVPLAN_PRIOR_FIELD(interval_low); KVPLAN_PRIOR_FIELD(interval_high);
 #undef KVPLAN_PRIOR_FIELD
-  if (p.size_knee_b <= 0 || p.ctx_floor <= 0)
-    throw InputError(r.location("size_knee_b"), "", "prior: size_knee_b and ctx_floor must be positive");
+  // A loss is a product of these: a negative or NaN one would turn every risk upside down.
+  auto require = [&](const char* key, double v, double lo, double hi, const char* accepted) {
+    if (!(std::isfinite(v) && v >= lo && v <= hi)) throw InputError(r.location(key), fmt::format("{}", v), std::string("prior: ") + key + " out of range", {accepted});
+  };
+  for (auto [key, v] : {std::pair{"a_k", p.a_k}, {"a_v", p.a_v}, {"beta_k", p.beta_k}, {"beta_v", p.beta_v}, {"size_knee_b", p.size_knee_b},
+                        {"ctx_floor", p.ctx_floor}, {"size_ref_b", p.size_ref_b}, {"size_clamp_high", p.size_clamp_high},
+                        {"w_high", p.w_high}, {"w_mid", p.w_mid}, {"w_low", p.w_low}, {"weight_loss_ref_b", p.weight_loss_ref_b},
+                        {"interval_high", p.interval_high}})
+    require(key, v, 1e-12, 1e12, "a positive finite number");
+  for (auto [key, v] : {std::pair{"r_norot", p.r_norot}, {"beta_norot", p.beta_norot}, {"size_exponent_k", p.size_exponent_k},
+                        {"size_exponent_v", p.size_exponent_v}, {"size_exponent_norot", p.size_exponent_norot},
+                        {"alpha_k", p.alpha_k}, {"alpha_k_size", p.alpha_k_size}, {"alpha_v", p.alpha_v}, {"alpha_k_max", p.alpha_k_max}})
+    require(key, v, 0, 1e6, "a finite number >= 0");
+  require("interval_low", p.interval_low, 1e-12, std::min(1.0, p.interval_high), "in (0, 1] and at most interval_high");
+  require("interval_high", p.interval_high, 1, 1e12, ">= 1");
+  require("band_free", p.band_free, 1e-12, p.band_mild, "0 < band_free <= band_mild");
+  require("band_mild", p.band_mild, p.band_free, p.band_noticeable, "band_free <= band_mild <= band_noticeable");
+  require("band_noticeable", p.band_noticeable, p.band_mild, 1e6, "band_mild <= band_noticeable");
   if (const auto* n = r.list_node("types")) {
     for (const auto& t : *n) {
       require_keys(r, t, "types", {"type", "engine", "bits", "k_bits", "v_bits", "rotation", "codebook", "group", "planned", "defective"});
@@ -558,6 +575,9 @@ PriorParams read_prior(const Reader& r) {
       if (s.rotation != "engine" && s.rotation != "builtin" && s.rotation != "robust")
         throw InputError(r.location("types", t["rotation"]), s.rotation, "cache type rotation must be engine, builtin or robust",
                          {"engine", "builtin", "robust"});
+      for (double v : {s.bits, s.k_bits, s.v_bits})
+        if (!(std::isfinite(v) && v > 0 && v <= 64))
+          throw InputError(r.location("types", t["type"]), fmt::format("{}", v), "prior cache type bits must be in (0, 64]");
       s.planned = t["planned"] ? r.convert<bool>("planned", t["planned"]) : true;
       s.codebook = t["codebook"] ? r.convert<std::string>("codebook", t["codebook"]) : (s.quantized() ? "absmax" : "none");
       s.group = t["group"] ? r.convert<int>("group", t["group"]) : 0;
@@ -575,6 +595,9 @@ PriorParams read_prior(const Reader& r) {
       ff.k_low_bits_norot = f["k_low_bits_norot"] ? r.convert<double>("k_low_bits_norot", f["k_low_bits_norot"]) : 1;
       ff.all_bits = f["all_bits"] ? r.convert<double>("all_bits", f["all_bits"]) : 1;
       ff.source = sub<std::string>(r, f, "families", "source");
+      for (double v : {ff.k_low_bits_rot, ff.k_low_bits_norot, ff.all_bits, ff.k_low_bits_max})
+        if (!(std::isfinite(v) && v > 0 && v < 1e12))
+          throw InputError(r.location("families", f["family"]), fmt::format("{}", v), "prior family factors must be positive finite numbers");
       if (f["k_codebooks"]) ff.k_codebooks = r.convert<std::vector<std::string>>("k_codebooks", f["k_codebooks"]);
       p.families.push_back(ff);
     }
@@ -593,8 +616,9 @@ PriorParams read_prior(const Reader& r) {
       row.loss = sub<double>(r, a, "analogs", "loss");
       row.predicted = sub<double>(r, a, "analogs", "predicted");
       row.upper = a["upper"] ? r.convert<bool>("upper", a["upper"]) : false;
-      if (row.params_b <= 0 || row.ctx <= 0)
-        throw InputError(r.location("analogs", a["id"]), row.id, "prior analog rows need params_b > 0 and ctx > 0");
+      if (!(row.params_b > 0 && row.ctx > 0 && std::isfinite(row.params_b) && std::isfinite(row.ctx) && std::isfinite(row.loss) &&
+            std::isfinite(row.predicted) && row.predicted >= 0 && row.params_b < 1e7 && row.ctx < 1e9))
+        throw InputError(r.location("analogs", a["id"]), row.id, "prior analog rows need finite params_b > 0, ctx > 0, loss and predicted >= 0");
       p.analogs.push_back(row);
     }
   }
@@ -747,14 +771,12 @@ void add_directory(Sources& sources, const std::string& dir) {
   if (!fs::is_directory(dir, ec)) throw InputError("--data", dir, "not a directory");
   std::vector<fs::path> files;
   for (const auto& entry : fs::recursive_directory_iterator(dir, ec))
-    if (entry.is_regular_file() && (entry.path().extension() == ".yaml" || entry.path().extension() == ".yml"))
+    // a .yaml that is not a regular file (a link to /dev/zero, a pipe) is refused by read_text_file, not skipped
+    if (!entry.is_directory() && (entry.path().extension() == ".yaml" || entry.path().extension() == ".yml"))
       files.push_back(entry.path());
   std::sort(files.begin(), files.end());
   for (const auto& f : files) {
-    std::ifstream in(f);
-    std::stringstream text;
-    text << in.rdbuf();
-    add_document(sources, text.str(), f.string());
+    add_document(sources, detail::read_text_file(f.string(), "--data", detail::kMaxConfigBytes), f.string());
   }
 }
 

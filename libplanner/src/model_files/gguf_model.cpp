@@ -113,7 +113,7 @@ ModelSpec model_from_gguf(const std::vector<GgufHeader>& splits, const std::vect
   const Meta meta(h, m.arch, file);
   const std::string stem = std::filesystem::path(file).stem().string();
   m.id = stem;
-  m.name = top.string("general.name").empty() ? stem : top.string("general.name");
+  m.name = detail::printable(top.string("general.name").empty() ? stem : top.string("general.name"));
   m.family = rule->family.empty() ? m.arch : rule->family;
   m.source = "GGUF header of " + file;
 

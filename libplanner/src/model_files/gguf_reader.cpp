@@ -10,6 +10,7 @@
 
 #include "kvplan/error.hpp"
 #include "kvplan/model_file.hpp"
+#include "input_file.hpp"
 
 namespace kvplan {
 namespace {
@@ -195,6 +196,7 @@ GgufHeader parse_gguf_header(const std::uint8_t* data, std::size_t size, std::ui
 }
 
 GgufHeader read_gguf_header(const std::string& path, const std::string& field) {
+  detail::require_regular_file(path, field, ~std::uint64_t{0});  // a pipe would block the read
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(field, path, "cannot open the file");
   in.seekg(0, std::ios::end);

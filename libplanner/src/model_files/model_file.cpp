@@ -12,6 +12,7 @@
 #include "kvplan/error.hpp"
 #include "kvplan/memory.hpp"
 #include "kvplan/model_file.hpp"
+#include "input_file.hpp"
 #include "model_files/validate.hpp"
 
 namespace kvplan {
@@ -139,11 +140,8 @@ std::shared_ptr<const ModelSpec> load_config_json(const std::string& text, const
                                                   const EngineSpec& engine);
 
 std::shared_ptr<const ModelSpec> load_config(const fs::path& config, const Catalog& catalog, const EngineSpec& engine) {
-  std::ifstream in(config, std::ios::binary);
-  if (!in) throw InputError("--model", config.string(), "cannot open the file");
-  std::stringstream text;
-  text << in.rdbuf();
-  return detail::model_from_config_text(text.str(), config.string(), catalog, engine);
+  const std::string text = detail::read_text_file(config.string(), "--model", detail::kMaxConfigBytes);
+  return detail::model_from_config_text(text, config.string(), catalog, engine);
 }
 
 std::shared_ptr<const ModelSpec> load_config_json(const std::string& text, const fs::path& config, const Catalog& catalog,
@@ -172,7 +170,7 @@ std::shared_ptr<const ModelSpec> load_config_json(const std::string& text, const
   m.family = rule && !rule->family.empty() ? rule->family : m.arch;
   m.id = config.parent_path().filename().string();
   if (m.id.empty()) m.id = "config";
-  m.name = string_field(root, "_name_or_path", config.string(), m.id);
+  m.name = detail::printable(string_field(root, "_name_or_path", config.string(), m.id));
   m.source = "config.json at " + config.string();
   m.file_paths = {config.string()};
   m.layers = r.integer({"num_hidden_layers", "n_layer"}, 0, nullptr);
@@ -208,6 +206,7 @@ std::shared_ptr<const ModelSpec> load_config_json(const std::string& text, const
   if (rule && rule->swa_pattern > 0) {
     const bool enabled = r.boolean("use_sliding_window", true, "transformers' default");
     const int window = r.integer({"sliding_window"}, 0, "no sliding window");
+    if (window < 0) throw InputError(config.string(), "sliding_window", fmt::format("is {}, not a window in tokens", window), {"0 (none) or more"});
     if (enabled && window > 0) m.swa = SlidingWindow{window, rule->swa_pattern, rule->chunked};
   }
   if (rule && rule->mla) {
@@ -239,7 +238,8 @@ std::shared_ptr<const ModelSpec> load_config_json(const std::string& text, const
     const double orig_d = number_field(*rs, "original_max_position_embeddings", file, 0);
     if (orig_d < 0 || orig_d > (1 << 24) || orig_d != std::floor(orig_d))
       throw InputError(file, "rope_scaling.original_max_position_embeddings", fmt::format("is {}, not a token count", orig_d), {"0..16777216"});
-    if (factor > 1024) throw InputError(file, "rope_scaling.factor", fmt::format("is {}, not a rope scale factor", factor), {"above 0, at most 1024"});
+    if (factor > 1024 || (rs->contains("factor") && !(*rs)["factor"].is_null() && factor <= 0))
+      throw InputError(file, "rope_scaling.factor", fmt::format("is {}, not a rope scale factor", factor), {"above 0, at most 1024"});
     const int orig = static_cast<int>(orig_d);
     if ((type == "yarn" || type == "linear") && factor > 1) {
       m.rope_scaling = RopeScaling{type, factor, orig > 0 ? orig : m.ctx_native};
@@ -256,8 +256,7 @@ std::shared_ptr<const ModelSpec> load_config_json(const std::string& text, const
   const fs::path index = config.parent_path() / "model.safetensors.index.json";
   std::error_code ec;
   if (fs::exists(index, ec)) {
-    std::ifstream idx(index);
-    const json j = json::parse(idx, nullptr, false);
+    const json j = json::parse(detail::read_text_file(index.string(), "--model", detail::kMaxConfigBytes), nullptr, false);
     if (j.is_discarded() || !j.is_object()) throw InputError(index.string(), "", "malformed JSON (a safetensors index must be a JSON object)");
     if (j.contains("metadata") && j["metadata"].is_object() && j["metadata"].contains("total_size") && !j["metadata"]["total_size"].is_null()) {
       const json& ts = j["metadata"]["total_size"];

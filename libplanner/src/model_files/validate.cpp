@@ -46,6 +46,12 @@ bool any_attention(const ModelSpec& m) {
 
 }  // namespace
 
+std::string printable(std::string s) {
+  for (char& ch : s)
+    if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f) ch = '?';
+  return s;
+}
+
 void check_model(const ModelSpec& m, const FieldError& fail) {
   const Checker c(fail);
   c.range("layers", m.layers, 1, kMaxLayers);

@@ -20,6 +20,10 @@ using FieldError = std::function<void(const std::string& field, const std::strin
 // Ranges and consistency of every number of `m`; calls `fail` (which must throw) for the first that is wrong.
 void check_model(const ModelSpec& m, const FieldError& fail);
 
+// A name read from a file, safe to print: control characters (an ESC sequence in general.name would drive the
+// user's terminal) become '?'. Invalid UTF-8 is left to the JSON writer, which replaces it.
+std::string printable(std::string s);
+
 // check_model for a spec a caller built or loaded (Request::model_spec): errors name `flag` and the model.
 void check_model_spec(const ModelSpec& m, const std::string& flag);
 

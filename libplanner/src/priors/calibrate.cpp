@@ -1,6 +1,8 @@
 // Reading a user's own cache measurements and calibrating the prior to them (kvplan/priors.hpp, docs/priors.md §7).
 #include "kvplan/priors.hpp"
 
+#include "input_file.hpp"
+
 #include <algorithm>
 #include <cctype>
 #include <charconv>
@@ -398,13 +400,7 @@ std::vector<Measurement> parse_measurements(const std::string& text, const std::
 }
 
 std::vector<Measurement> read_measurements(const std::string& path, const Catalog* catalog) {
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) throw InputError("--priors", path, "no such file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError("--priors", path, "cannot read the measurements file");
-  std::stringstream text;
-  text << in.rdbuf();
-  return parse_measurements(text.str(), path, catalog);
+  return parse_measurements(detail::read_text_file(path, "--priors", detail::kMaxPriorsBytes), path, catalog);
 }
 
 PriorParams calibrate(const PriorParams& prior, const std::vector<Measurement>& rows, const ModelSpec& model) {
