@@ -38,7 +38,10 @@ class Meta {
       if (integral) bad(suffix, fmt::format("is the float {}; an integer is expected", *d));
       return {*d};
     }
-    if (const auto* b = std::get_if<bool>(v)) return {*b ? 1.0 : 0.0};
+    if (const auto* b = std::get_if<bool>(v)) {
+      if (integral) bad(suffix, "is a bool; an integer is expected");  // llama.cpp's typed getter refuses it too
+      return {*b ? 1.0 : 0.0};
+    }
     if (const auto* a = std::get_if<GgufHeader::Array>(v)) {
       if (a->numbers.size() != a->count) bad(suffix, "is an array kvplan cannot read");
       if (integral && (a->type == 6 || a->type == 12)) bad(suffix, "is an array of floats; integers are expected");
@@ -121,6 +124,7 @@ ModelSpec model_from_gguf(const std::vector<GgufHeader>& splits, const std::vect
   if (m.layers <= 0 || m.layers > 4096) meta.bad("block_count", "is out of range");
   m.embd = meta.integer("embedding_length", 0, true);
   m.heads = meta.integer("attention.head_count", 0);
+  (void)meta.per_layer("attention.head_count", m.layers);  // a per-layer array must have one entry per layer
   m.kv_heads_per_layer = meta.per_layer("attention.head_count_kv", m.layers);
   m.kv_heads = m.kv_heads_per_layer.empty() ? meta.integer("attention.head_count_kv", m.heads)
                                             : *std::max_element(m.kv_heads_per_layer.begin(), m.kv_heads_per_layer.end());

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -173,9 +174,11 @@ GgufHeader parse_gguf_header(const std::uint8_t* data, std::size_t size, std::ui
       c.fail(fmt::format("general.alignment {} is not a power of two", h.alignment));
   }
   h.tensors.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(n_tensors, 4096)));
+  std::set<std::string> tensor_names;
   for (std::uint64_t i = 0; i < n_tensors; ++i) {
     GgufHeader::Tensor t;
     t.name = c.string("tensor name", kMaxKeyBytes);
+    if (!tensor_names.insert(t.name).second) c.fail(fmt::format("duplicate tensor name '{}'", t.name));  // gguf.cpp refuses it
     const auto n_dims = c.read<std::uint32_t>("tensor dimensions");
     if (n_dims == 0 || n_dims > kMaxDims) c.fail(fmt::format("tensor '{}' has {} dimensions", t.name, n_dims));
     std::uint64_t elements = 1;
