@@ -202,11 +202,14 @@ std::vector<Measurement> parse_csv(const std::string& text, const std::string& o
         throw InputError(where, "", "neither 'rel_change' nor 'value' is given");
       }
       if (metric == "nll") m.value = std::expm1(m.value);
+      // beyond x100,000 a perplexity measures a broken model, not a loss (the worst published row is x10,428)
+      if (!(m.value > -1 && m.value <= 1e5))
+        throw InputError(where, fmt::format("{}", m.value), !rel.empty() ? "column 'rel_change' is not a relative perplexity change" : "value / baseline is not a relative perplexity change", {"above -1 (-100 %), at most 100000"});
     } else if (metric == "kld" || metric == "mean_kld") {
       m.metric = "kld";
       if (value.empty()) throw InputError(where, "", "a kld row needs its KLD in 'value'");
       m.value = number(value, where, "value");
-      if (m.value < 0) throw InputError(where, value, "a KL divergence cannot be negative");
+      if (!(m.value >= 0 && m.value <= 100)) throw InputError(where, value, "is not a mean KL divergence", {"0..100 nats"});
     } else {
       throw InputError(where, metric, "this metric cannot calibrate the prior", {"ppl", "kld", "nll"});
     }
@@ -295,9 +298,9 @@ class LineScan {
     if (const auto v = parse_double(t)) return *v;
     throw InputError(where_, shown(t), std::string(what) + " is not a number");
   }
-  int to_int(std::string_view t, const char* what, int max) const {
+  int to_int(std::string_view t, const char* what, int max, int min = 0) const {
     const auto v = parse_double(t);
-    if (!v || *v < 0 || *v > max) throw InputError(where_, shown(t), std::string(what) + " is not a count", {fmt::format("0..{}", max)});
+    if (!v || *v < min || *v > max) throw InputError(where_, shown(t), std::string(what) + " is not a count", {fmt::format("{}..{}", min, max)});
     return static_cast<int>(*v);
   }
 
@@ -338,7 +341,7 @@ std::vector<Measurement> parse_perplexity_log(const std::string& text, const std
     if (l.find("llama_kv_cache") != std::string_view::npos)
       if (const auto kv = scan.kv_types()) cur.k = kv->first, cur.v = kv->second;
     if (l.find("perplexity") != std::string_view::npos)
-      if (const auto n = scan.assigned_digits("n_ctx")) cur.ctx = scan.to_int(*n, "n_ctx", 100'000'000);
+      if (const auto n = scan.assigned_digits("n_ctx")) cur.ctx = scan.to_int(*n, "n_ctx", 100'000'000, 1);
     if (const auto r = scan.assigned_digits("attn_rot_k"); r && (*r == "0" || *r == "1")) cur.rot = *r == "1" ? 1 : 0;
     if (l.find("file size") != std::string_view::npos)
       if (const auto b = scan.bpw()) cur.bpw = scan.to_double(*b, "the file's BPW");
