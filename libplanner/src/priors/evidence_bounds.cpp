@@ -2,9 +2,9 @@
 // fitted row measures is extrapolated: its cache loss is bounded by the nearest measured analogs, the rows of the
 // same codebook, bit class and rotation on the same family or on a family without a factor of its own, with the
 // same family's rows of other codebooks in that bit class; where none exists, the same codebook on any family. Each
-// analog's measured / predicted ratio says how far off the prior was on its cell; the estimate here (the prior's,
-// which carries size, context and bits) is held within the analogs' ratios, and the band is their range widened by
-// the prior's 80 % interval. A defective codebook (turbo4 as measured) is an analog of itself only.
+// analog's measured / predicted ratio says how far off the prior was on its cell; the estimate here stays the
+// prior's (assess() in prior.cpp) and its band spans those ratios, widened by the prior's 80 % interval. A
+// defective codebook (turbo4 as measured) is an analog of itself only.
 #include <algorithm>
 #include <cmath>
 
@@ -13,19 +13,14 @@
 namespace kvplan::priors {
 namespace {
 
-// Bit classes of a type in one role, by its Gaussian-equivalent bits: 8-bit, 5-6-bit, 4-bit, 3-bit, 2-bit.
+// Bit classes of a type in one role, by its Gaussian-equivalent bits (kvplan's grouping, docs/priors.md §1.4):
+// 8-bit, 5-6-bit, 4-bit, 3-bit, 2-bit; the bounds sit between the types of prior.yaml (fp8_e5m2 5.2, turbo4 3.91).
 int bit_class(double eq_bits) {
   if (eq_bits >= 7.5) return 8;
   if (eq_bits >= 5.1) return 6;
   if (eq_bits >= 3.8) return 4;
   if (eq_bits >= 2.9) return 3;
   return 2;
-}
-
-const TypeSensitivity* find(const PriorParams& p, const std::string& name) {
-  for (const auto& t : p.types)
-    if (t.type == name) return &t;
-  return nullptr;
 }
 
 // The same kind of rounding in one role: both unquantized, or the same bit class (and codebook, unless any_codebook).
@@ -43,7 +38,7 @@ struct Cell {
   const TypeSensitivity& v;
   const std::string& family;
   bool rot_k;
-  bool rotation_matters() const { return k.quantized() && k.k_bits <= 6; }
+  bool rotation_matters() const { return priors::rotation_matters(k); }
   bool k_covered_by(const AnalogRow& a) const {
     return a.family == family && a.k_type == k.type && (!rotation_matters() || a.rot_k == rot_k);
   }
@@ -51,8 +46,8 @@ struct Cell {
   // tier 0: the same codebooks on this family or on one without its own factor; 1: this family, any codebook of
   // the same bit class; 2: the same codebooks on any family (a family with its own factor is a proxy of last resort)
   bool analog(const AnalogRow& a, int tier) const {
-    const TypeSensitivity* ak = find(p, a.k_type);
-    const TypeSensitivity* av = find(p, a.v_type);
+    const TypeSensitivity* ak = find_type(p, a.k_type);
+    const TypeSensitivity* av = find_type(p, a.v_type);
     if (!ak || !av || a.loss < 0) return false;
     if (rotation_matters() && a.rot_k != rot_k) return false;
     const bool any_codebook = tier == 1;
@@ -79,8 +74,7 @@ EvidenceBounds evidence_bounds(const PriorParams& p, const QualityInput& in, boo
   if (k_covered && v_covered) return out;
   out.extrapolated = true;
 
-  // Each analog says how far off the prior was on its own cell (measured / predicted there); the prior's estimate
-  // here, which carries size, context and bits, is scaled into the range of those ratios.
+  // Each analog says how far off the prior was on its own cell (measured / predicted there).
   double lo = INFINITY, hi = 0;
   for (int pass = 0; pass < 2 && out.analogs.empty(); ++pass) {
     for (const auto& a : p.analogs) {

@@ -46,11 +46,6 @@ double attended_context(const ModelSpec& m, double ctx) {
 
 namespace {
 
-const TypeSensitivity* find_type(const PriorParams& p, const std::string& name) {
-  for (const auto& t : p.types)
-    if (t.type == name) return &t;
-  return nullptr;
-}
 
 std::string pct(double x) {
   if (x < 0.001) return fmt::format("{:.2f}%", x * 100);
@@ -76,7 +71,7 @@ const MeasuredEvidence* nearest_measurement(const PriorParams& p, const QualityI
     if (m.k_type == in.type_k) score += 4;
     if (m.v_type == in.type_v) score += 3;
     // rotation matters for low-bit K only (docs/priors.md §1: the unrotated term vanishes at 8 bits)
-    if (m.rotation == "any" || !k.quantized() || k.k_bits > 6 || (m.rotation == "yes") == rot_k) score += 2;
+    if (m.rotation == "any" || !rotation_matters(k) || (m.rotation == "yes") == rot_k) score += 2;
     if (m.family == in.model->family) score += 3;
     else if (p.family(m.family) || p.family(in.model->family)) score -= 2;  // a family with its own factor is no proxy
     if (m.kind == "ppl") score += 1.5;  // perplexity rows are in the prior's own unit
@@ -87,11 +82,10 @@ const MeasuredEvidence* nearest_measurement(const PriorParams& p, const QualityI
   return best;
 }
 
-// What an extrapolated estimate rests on, in the user's unit (task factor and W applied).
+// What an extrapolated estimate rests on: the analogs and how far off the prior was on them.
 std::string extrapolation_sentence(const PriorParams& p, const QualityInput& in, bool rot_k, const EvidenceBounds& b) {
-  const TypeSensitivity& k = p.type(in.type_k);
-  const bool in_low_bits = k.quantized() && k.k_bits <= 6;  // where rotation matters (evidence_bounds.cpp)
-  std::string cell = fmt::format("K={}{} V={} on the {} family", in.type_k, rot_k && in_low_bits ? " (rotated)" : "", in.type_v, in.model->family);
+  const bool rotated = rot_k && rotation_matters(p.type(in.type_k));
+  std::string cell = fmt::format("K={}{} V={} on the {} family", in.type_k, rotated ? " (rotated)" : "", in.type_v, in.model->family);
   if (b.analogs.empty())
     return "Extrapolated: no measurement of " + cell + " nor of anything alike; the band is the prior's interval twice over";
   std::string ids;
@@ -102,6 +96,12 @@ std::string extrapolation_sentence(const PriorParams& p, const QualityInput& in,
 }
 
 }  // namespace
+
+const TypeSensitivity* find_type(const PriorParams& p, const std::string& name) {
+  for (const auto& t : p.types)
+    if (t.type == name) return &t;
+  return nullptr;
+}
 
 double size_factor(const PriorParams& p, double n_b, double exponent) {
   return std::min(std::pow((p.size_knee_b + n_b) / n_b, exponent), p.size_clamp_high);
