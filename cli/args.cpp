@@ -100,6 +100,37 @@ void check_flags(const std::vector<std::string>& args, const std::vector<std::st
   }
 }
 
+std::vector<std::string> take_server_args(std::vector<std::string>& args, const std::vector<std::string>& known,
+                                          const std::vector<std::string>& takes_value, const EngineSpec& engine) {
+  const auto& long_names = llama_long_names();
+  auto program = [&](size_t i) { return (args[i] == "llama-server" || args[i] == "llama-cli") && (i == 0 || args[i - 1] != "--emit"); };
+  size_t i = 0;
+  while (i < args.size() && !program(i)) ++i;
+  std::vector<std::string> kept, taken;
+  kept.insert(kept.end(), args.begin(), args.begin() + static_cast<std::ptrdiff_t>(std::min(i + 1, args.size())));
+  for (++i; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    const std::string name = a.substr(0, a.find('='));
+    const auto as_kvplan = long_names.count(name) ? long_names.at(name) : name;
+    const EngineSpec::ServerFlag* flag = contains(known, as_kvplan) ? nullptr : engine.server_flag(name);
+    if (!flag) {  // kvplan's own flag (with its value), or something check_flags will name
+      kept.push_back(a);
+      if (a.find('=') == std::string::npos && contains(takes_value, as_kvplan) && i + 1 < args.size()) kept.push_back(args[++i]);
+      continue;
+    }
+    if (!flag->kept)
+      throw InputError(a, "", "changes memory kvplan does not size yet: " + flag->reason + "; remove it to plan the rest of the line");
+    taken.push_back(a);
+    const int values = a.find('=') == std::string::npos ? flag->values : flag->values - 1;
+    for (int v = 0; v < values; ++v) {
+      if (i + 1 >= args.size()) throw InputError(a, "", "needs a value, as llama-server reads it");
+      taken.push_back(args[++i]);
+    }
+  }
+  args = kept;
+  return taken;
+}
+
 bool looks_like_path(const std::string& v) {
   auto ends_with = [&](const char* suffix) {
     const std::string s(suffix);

@@ -54,7 +54,7 @@ void resolve_host_ram(const std::string& flag, kvplan::Request& req) {
 
 int run(int argc, char** argv) {
   std::vector<std::string> raw(argv + 1, argv + argc);
-  const std::vector<std::string> args = kvplan::cli::rewrite_llama_flags(raw);
+  std::vector<std::string> args;
 
   CLI::App app{"kvplan: which weights, context and K/V cache types fit your GPU, and what they cost in quality", "kvplan"};
   app.set_version_flag("--version", "kvplan 0.1.0");
@@ -63,7 +63,8 @@ int run(int argc, char** argv) {
 
   kvplan::Request req;
   std::string model, task = "general", flash_attn = "auto", reserve, free_mem, ngl, rope_type;
-  std::optional<int> ctx, ubatch, batch;
+  std::optional<std::string> ctx;
+  std::optional<int> ubatch, batch;
   std::optional<std::string> ctk, ctv, weights, tensor_split;
   std::optional<double> rope_scale;
   std::optional<int> yarn_orig;
@@ -82,7 +83,7 @@ int run(int argc, char** argv) {
   app.add_option("--model", model, "model name, alias or HF id (see `kvplan models`)");
   app.add_option("--task", task, "task profile: general (default), agentic, coding, rag, chat, summarization, creative, reasoning");
   app.add_option("--weights", weights, "GGUF weight format, e.g. Q4_K_M");
-  app.add_option("--ctx-size,--ctx", ctx, "pin the context length in tokens (llama.cpp -c)");
+  app.add_option("--ctx-size,--ctx", ctx, "pin the context length in tokens (llama.cpp -c): 32768, 32k, 128K");
   app.add_option("--cache-type-k,--ctk", ctk, "pin the K cache type (llama.cpp -ctk)");
   app.add_option("--cache-type-v,--ctv", ctv, "pin the V cache type (llama.cpp -ctv)");
   app.add_option("--flash-attn,--fa", flash_attn, "on | off | auto (auto: chosen per option)");
@@ -181,6 +182,8 @@ int run(int argc, char** argv) {
           if (o->get_type_size_min() > 0 && o->get_expected_min() > 0) takes_value.push_back(n);
         }
       }
+    req.server_args = kvplan::cli::take_server_args(raw, known, takes_value, kvplan::builtin_catalog().engine("llama.cpp"));
+    args = kvplan::cli::rewrite_llama_flags(raw);
     kvplan::cli::check_flags(args, known, takes_value);
   }
   std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11's parse(vector) takes them last first
@@ -282,7 +285,7 @@ int run(int argc, char** argv) {
   req.engine = engine;
   req.build = build;
   req.weights = weights;
-  req.ctx_size = ctx;
+  if (ctx) req.ctx_size = kvplan::parse_token_count(*ctx, "--ctx-size");
   req.cache_type_k = ctk;
   req.cache_type_v = ctv;
   req.flash_attn = flash_attn;

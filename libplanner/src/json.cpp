@@ -196,6 +196,7 @@ std::string to_json(const Plan& p, int indent) {
                   {"fit_placement", r.fit_placement},
                   {"extra_gpus", r.extra_gpus},
                   {"override_tensors", r.override_tensors},
+                  {"server_args", r.server_args},
                   {"tensor_split", r.tensor_split},
                   {"split_mode", r.split_mode},
                   {"model_draft", r.model_draft_spec ? json(r.model_draft_spec->name) : r.model_draft.empty() ? json(nullptr) : json(r.model_draft)},

@@ -75,7 +75,7 @@ std::vector<std::string> option_warnings(const Setup& s, const Candidate& c, con
   if (place.host_matmuls() && s.pools.back().kind == "host" && !s.request.host_ram)
     w.push_back(fmt::format("host RAM assumed {} (give --ram): this option keeps {} in RAM", format_size(kAssumedHostRam),
                             format_size(o.usage(s.pools.back().id).allocations)));
-  if (o.beyond_native)
+  if (o.beyond_native && o.ctx_per_slot <= m.max_ctx() && m.rope_scaling)
     w.push_back(fmt::format("{} tokens is beyond the native {}: uses {} rope scaling (quality past the native window is "
                             "the model's, not measured here)", o.ctx_per_slot, m.ctx_native, m.rope_scaling ? m.rope_scaling->type : "rope"));
   if (mode == "max_context" && at_cap && o.ctx_per_slot < m.max_ctx() && m.rope_scaling)
@@ -200,7 +200,8 @@ void report_nothing_fits(const Setup& s, std::vector<Option> failing, const std:
   const int shorter = r.ctx_size ? largest_fitting_ctx(s, *candidates[order.front()], *r.ctx_size) : 0;
   out.nothing_fits += shorter > 0 ? fmt::format(", or -c {} with the same weights and cache types", shorter)
                                   : ", or try a smaller model or a shorter context";
-  out.nothing_fits += layers_that_fit(s, *candidates[order.front()], closest);
+  // Offloading layers makes the option fit but not acceptable when it rates avoid: no advice to run it.
+  if (closest.quality.risk != Risk::avoid || r.accept_risk) out.nothing_fits += layers_that_fit(s, *candidates[order.front()], closest);
   for (size_t i : order) {
     if (out.options.size() >= static_cast<size_t>(r.top)) break;
     out.options.push_back(std::move(failing[i]));

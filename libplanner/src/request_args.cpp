@@ -71,6 +71,10 @@ std::vector<std::string> request_args(const Request& r) {
   if (r.top != 5) put("--top", std::to_string(r.top));
   flag("--max-ctx", r.max_ctx);
   flag("--accept-risk", r.accept_risk);
+  if (!r.server_args.empty()) {  // the tail of a pasted line: kvplan reads what follows "llama-server" as its flags
+    a.push_back("llama-server");
+    a.insert(a.end(), r.server_args.begin(), r.server_args.end());
+  }
   return a;
 }
 

@@ -1,5 +1,6 @@
 #include "kvplan/units.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <string>
@@ -9,6 +10,29 @@
 #include "kvplan/error.hpp"
 
 namespace kvplan {
+
+int parse_token_count(std::string_view text, std::string_view field) {
+  const std::string original(text);
+  const std::vector<std::string> accepted = {"8192", "32k", "128K", "1M"};
+  std::string digits(text);
+  double scale = 1;
+  if (!digits.empty() && (digits.back() == 'k' || digits.back() == 'K')) scale = 1024, digits.pop_back();
+  else if (!digits.empty() && (digits.back() == 'm' || digits.back() == 'M')) scale = 1024.0 * 1024, digits.pop_back();
+  const bool plain = !digits.empty() && std::all_of(digits.begin(), digits.end(), [](char c) {
+    return std::isdigit(static_cast<unsigned char>(c)) || c == '.';
+  });
+  double number = 0;
+  size_t used = 0;
+  try {
+    number = plain ? std::stod(digits, &used) : 0;
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  const double tokens = number * scale;
+  if (!plain || used != digits.size() || tokens < 1 || tokens > 2147483647.0 || tokens != std::floor(tokens))
+    throw InputError(std::string(field), original, "not a token count (a whole number of tokens; k = 1024)", accepted);
+  return static_cast<int>(tokens);
+}
 
 Bytes parse_size(std::string_view text, std::string_view field) {
   const std::string original(text);

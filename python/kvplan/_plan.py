@@ -517,7 +517,7 @@ class Plan:
 
 @signature_checked("kvplan.plan()")
 def plan(gpu: str | Sequence[str] | None = None, model: PathLike | None = None, task: str | None = None, *,
-         weights: str | None = None, ctx_size: int | None = None, cache_type_k: str | None = None,
+         weights: str | None = None, ctx_size: int | str | None = None, cache_type_k: str | None = None,
          cache_type_v: str | None = None, flash_attn: FlashAttn | None = None, n_parallel: int | None = None,
          tensor_parallel: int | None = None, fit_placement: bool | None = None,
          fit_target_mib: int | None = None, n_outputs_max: int | None = None,
@@ -563,7 +563,7 @@ def plan(gpu: str | Sequence[str] | None = None, model: PathLike | None = None, 
 
 
 @signature_checked("kvplan.breakdown()", Options.__optional_keys__)
-def breakdown(gpu: str, model: PathLike, *, weights: str, ctx_size: int, cache_type_k: str, cache_type_v: str,
+def breakdown(gpu: str, model: PathLike, *, weights: str, ctx_size: int | str, cache_type_k: str, cache_type_v: str,
               **options: Unpack[Options]) -> Option:
     """The memory breakdown and quality of one fully pinned configuration, whether it fits or not (see Option.fits).
 

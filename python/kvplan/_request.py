@@ -71,7 +71,7 @@ class PlanOptions(Options, total=False):
     """Every keyword of kvplan.plan() but gpu and model; None (or leaving one out) keeps the library's default."""
 
     weights: str | None
-    ctx_size: int | None
+    ctx_size: int | str | None
     cache_type_k: str | None
     cache_type_v: str | None
     max_ctx: bool | None  # --max-ctx: the largest context, every setting not pinned free (mode "max_context")
@@ -229,6 +229,14 @@ def number(keyword: str, value: object, *, field: str | None = None) -> float:
     return x
 
 
+def tokens(keyword: str, value: object) -> int:
+    """A token count: a whole number, or text the library parses as the CLI does ("32k", "128K", "8192")."""
+    if isinstance(value, str):
+        f = flag(keyword)
+        return _core.parse_token_count(_text(f, value, 64, "a token count"), f)
+    return integer(keyword, value)
+
+
 def size(keyword: str, value: object) -> int:
     """A size: text the library parses ("1.5GB", binary units) or a whole number of bytes, 0 .. 1 EiB."""
     f = flag(keyword)
@@ -347,7 +355,8 @@ _NAMES = {"task": "a task name", "weights": "a weight format", "cache_type_k": "
           "cache_type_v": "a cache type", "split_mode": "a split mode", "rope_scaling": "a rope scaling type",
           "engine": "an engine name", "backend": "a backend name", "build": "a build name",
           "weights_draft": "a weight format", "cache_type_k_draft": "a cache type", "cache_type_v_draft": "a cache type"}
-_INTS = ("ctx_size", "n_parallel", "tensor_parallel", "fit_target_mib", "n_outputs_max", "n_gpu_layers_draft",
+_TOKENS = ("ctx_size",)
+_INTS = ("n_parallel", "tensor_parallel", "fit_target_mib", "n_outputs_max", "n_gpu_layers_draft",
          "draft_max", "n_ubatch", "n_batch", "yarn_orig_ctx", "top", "n_cpu_moe")
 _FLOATS = ("host_bandwidth_gbs", "rope_scale")
 _BOOLS = ("fit_placement", "mmproj_offload", "kv_unified", "swa_full", "allow_slow", "max_ctx", "accept_risk", "cpu_moe")
@@ -362,6 +371,8 @@ def checked(given: dict[str, object]) -> dict[str, object]:
             continue
         if keyword in _NAMES:
             out[keyword] = text(keyword, value, _NAMES[keyword])
+        elif keyword in _TOKENS:
+            out[keyword] = tokens(keyword, value)
         elif keyword in _INTS:
             out[keyword] = integer(keyword, value)
         elif keyword in _FLOATS:

@@ -502,6 +502,9 @@ PYBIND11_MODULE(_core, m) {
   m.def("parse_size",
         [](const std::string& text, const std::string& field) { return reading(field, text, [&] { return parse_size(text, field); }); },
         py::arg("text"), py::arg("field"));
+  m.def("parse_token_count",
+        [](const std::string& text, const std::string& field) { return reading(field, text, [&] { return parse_token_count(text, field); }); },
+        py::arg("text"), py::arg("field"));
   // for the input errors of the Python layer's own parsing: the library's exception, so the library's message
   m.def("raise_input_error",
         [](const std::string& field, const std::string& value, const std::string& problem, const std::vector<std::string>& accepted,

@@ -118,8 +118,8 @@ def test_keyword_conversions() -> None:
 
 def test_wrong_types_are_input_errors() -> None:
     """A value of the wrong Python type is bad input like any other (python/tests/test_bad_input.py has the rest)."""
-    with pytest.raises(kvplan.InputError, match="--ctx-size '32768': must be a whole number") as raised:
-        kvplan.plan(**MISSION, ctx_size="32768")  # type: ignore[arg-type]
+    with pytest.raises(kvplan.InputError, match="--ctx-size '32kk': not a token count") as raised:
+        kvplan.plan(**MISSION, ctx_size="32kk")
     assert raised.value.keyword == "ctx_size" and isinstance(raised.value, ValueError)
     with pytest.raises(kvplan.InputError, match="--reserve '1.5'") as size:
         kvplan.plan(**MISSION, reserve=1.5)  # type: ignore[arg-type]
@@ -247,3 +247,11 @@ def test_engines_plan_and_emit_like_the_cli() -> None:
         kvplan.plan(gpu="24GB", model="qwen3-8b", engine="vlm")
     assert kvplan.cache_types("exllamav2") == ["FP16", "Q8", "Q6", "Q4"]
     assert kvplan.engine("tabbyapi").id == "exllamav3" and not kvplan.engine("exl3").same_type_kv
+
+
+def test_context_sizes_as_the_cli_reads_them() -> None:
+    """ctx_size takes what --ctx-size takes: tokens, or "32k" / "128K" / "1M" with k = 1024 (issue 20's one surface)."""
+    for text, tokens in (("32k", 32768), ("32K", 32768), ("8192", 8192), ("1.5k", 1536)):
+        assert kvplan.plan(**MISSION, ctx_size=text).options[0].ctx_size == tokens
+    with pytest.raises(kvplan.InputError, match="not a token count"):
+        kvplan.plan(**MISSION, ctx_size="0.1k")

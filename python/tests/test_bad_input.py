@@ -249,7 +249,7 @@ SIZES = ["-1", "'lots'", "NAN", "1.5", "True", "'-1GB'", "'nanGB'", "'1e999GB'",
 
 CASES: list[Case] = [
     # ---- kvplan.plan: the arguments the brief names
-    Case("plan-ctx_size-32k", "P(ctx_size='32k')", "--ctx-size", "32k"),
+    Case("plan-ctx_size-32kk", "P(ctx_size='32kk')", "--ctx-size", "32kk"),
     Case("plan-ctx_size-3.5", "P(ctx_size=3.5)", "--ctx-size", "3.5"),
     Case("plan-gpu-None", "kvplan.plan(gpu=None, model='qwen3-8b')", "--gpu", "is required"),
     Case("plan-model-123", "P(model=123)", "--model", "123"),
@@ -446,7 +446,7 @@ CASES: list[Case] = [
     Case("breakdown-no-weights", "kvplan.breakdown('24GB', 'qwen3-8b', ctx_size=8192, cache_type_k='q8_0', cache_type_v='q8_0')",
          "--weights", "kvplan.breakdown()"),
     Case("breakdown-None-ctk", "B(cache_type_k=None)", "--cache-type-k", "kvplan.breakdown()"),
-    Case("breakdown-ctx-str", "B(ctx_size='8k')", "--ctx-size", "8k"),
+    Case("breakdown-ctx-str", "B(ctx_size='8 thousand')", "--ctx-size", "8 thousand"),
     Case("breakdown-ctx-nan", "B(ctx_size=NAN)", "--ctx-size", "nan"),
     Case("breakdown-weights-int", "B(weights=4)", "--weights", "4"),
     Case("breakdown-weights-typo", "B(weights='Q8_1')", "--weights", "Q8_1", suggestion="Q8_0"),
@@ -507,7 +507,8 @@ CASES: list[Case] = [
       for c in keyword_cases("P", k, STRINGS)],
     *keyword_cases("P", "cache_type_v", ["3", "['f16']", "NAN"]),
     *keyword_cases("P", "build", ["3", "LONG"]),
-    *[c for k in ("ctx_size", "n_parallel", "top", "n_ubatch", "n_batch", "n_cpu_moe", "fit_target_mib",
+    *keyword_cases("P", "ctx_size", ["'32kk'", "3.5", "True", "NAN", "[4]", "2**63", "10**30"]),
+    *[c for k in ("n_parallel", "top", "n_ubatch", "n_batch", "n_cpu_moe", "fit_target_mib",
                   "n_outputs_max", "yarn_orig_ctx", "tensor_parallel")
       for c in keyword_cases("P", k, INTS)],
     *keyword_cases("D", "draft_max", ["'3'", "3.0", "NAN"]),

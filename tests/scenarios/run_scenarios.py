@@ -964,6 +964,10 @@ class Checker:
                     self.res.fail("expect.launch", f"{name} line has {sub!r}: {line!r}")
         if "decode_known" in exp and exp["decode_known"] and not isinstance(rec.get("decode"), dict):
             self.res.fail("expect.decode", "decode speed is null for a catalog GPU with a known bandwidth")
+        said = " ".join(plan.d.get("warnings") or []) + " " + " ".join(rec.get("warnings") or [])
+        for sub in exp.get("warning_contains", []):
+            if sub not in said:
+                self.res.fail("expect.warning", f"no warning says {sub!r}: {said.strip()!r}")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -206,6 +206,21 @@ struct EngineSpec {
   std::vector<BuildRule> build_rules;
   std::int64_t margin_mib = 0;
   std::string margin_source;
+  // Every flag llama-server accepts at this build (data/engines/llama.cpp-server-flags.yaml, written from its
+  // common/arg.cpp): a pasted launch line may carry any of them. `kept` flags change no memory kvplan plans and go
+  // back on the launch line as given; the others change memory kvplan does not size, and `reason` says how.
+  struct ServerFlag {
+    std::vector<std::string> names;
+    int values = 0;  // values that follow the flag
+    bool kept = true;
+    std::string reason;
+  };
+  std::vector<ServerFlag> server_flags;
+  const ServerFlag* server_flag(const std::string& name) const {
+    for (const auto& f : server_flags)
+      if (std::find(f.names.begin(), f.names.end(), name) != f.names.end()) return &f;
+    return nullptr;
+  }
   double weights_rel_error = 0;           // upper bound of recipe-based weight estimates, as a fraction
   double weights_rel_error_fallback = 0;  // upper bound of params × bits-per-weight estimates
 

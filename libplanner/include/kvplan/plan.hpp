@@ -46,6 +46,8 @@ struct Request {
   std::optional<int> n_gpu_layers;   // -ngl: layers on the GPU (-1 or >= layers + 1: all, with the output layer)
   std::optional<int> n_cpu_moe;      // --n-cpu-moe N: experts of the first N layers in RAM (-1: --cpu-moe, all)
   std::vector<std::string> override_tensors;  // -ot PATTERN=DEVICE (regex over tensor names; CPU, CUDA0, …), first match wins
+  std::vector<std::string> server_args;  // llama-server flags of a pasted line that change no planned memory
+                                         // (--jinja, --port 8080, …): kept in order, written back on the launch line
   bool fit_placement = false;        // --fit on: llama-server's fit places the layers, kvplan sets its --fit-target
   std::optional<int> fit_target_mib; // --fit-target MiB given by the user: the margin becomes what it leaves
   std::optional<std::string> rope_scaling;  // --rope-scaling: enables the model's documented extension
@@ -188,6 +190,7 @@ struct Resolved {
   int tensor_parallel = 1;   // GPUs the model is split over (pools then describe one of them)
   std::vector<double> tensor_split;  // llama.cpp layer split as the launch line gives it (-ts), empty with one GPU
   std::vector<std::string> override_tensors;  // -ot PATTERN=DEVICE as the launch line gives them
+  std::vector<std::string> server_args;       // the user's other llama-server flags, re-emitted as given
   bool pipeline_parallel = false;    // several GPUs with every layer offloaded (llama-context.cpp: n_copies 4)
   bool kv_unified = false;
   int n_ubatch = 512, n_batch = 2048;

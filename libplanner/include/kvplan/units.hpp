@@ -18,6 +18,10 @@ inline constexpr Bytes kGiB = 1024 * kMiB;
 // rejected (ambiguous). Throws InputError naming `field`.
 Bytes parse_size(std::string_view text, std::string_view field);
 
+// Parses a context length in tokens: "8192", "32k", "128K", "1M" (k = 1024 tokens, as model cards count "128k"
+// for 131072), "1.5k" when it gives a whole number. Returns 1..2^31-1; throws InputError naming `field`.
+int parse_token_count(std::string_view text, std::string_view field);
+
 // Round x up to a multiple of n (ggml GGML_PAD); n must be positive (a data file's zero padding or alignment
 // is refused where it is read; this is the last guard), and the result must fit 64 bits.
 inline std::int64_t pad_to(std::int64_t x, std::int64_t n) {

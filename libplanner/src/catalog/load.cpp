@@ -307,6 +307,27 @@ Estimate read_estimate(const Reader& r, const YAML::Node& n, const std::string& 
   return Estimate{sub<double>(r, n, key, "typical_mib"), sub<double>(r, n, key, "high_mib")};
 }
 
+std::vector<EngineSpec::ServerFlag> read_server_flags(const Reader& r) {
+  std::vector<EngineSpec::ServerFlag> out;
+  const auto* n = r.list_node("server_flags");
+  if (!n) return out;
+  for (const auto& f : *n) {
+    EngineSpec::ServerFlag flag;
+    flag.names = sub<std::vector<std::string>>(r, f, "server_flags", "names");
+    flag.values = sub<int>(r, f, "server_flags", "values");
+    const auto effect = sub<std::string>(r, f, "server_flags", "effect");
+    if (effect != "kept" && effect != "unmodelled")
+      throw InputError(r.location("server_flags", f) + " server_flags.effect", effect, "is not a flag effect", {"kept", "unmodelled"});
+    flag.kept = effect == "kept";
+    flag.reason = f["reason"] ? r.convert<std::string>("server_flags.reason", f["reason"]) : "";
+    r.range("server_flags", flag.values, 0, 8, "server_flags.values: values after the flag");
+    if (flag.names.empty() || (!flag.kept && flag.reason.empty()))
+      throw InputError(r.location("server_flags", f), YAML::Dump(f), "a server flag needs names, and a reason when it is unmodelled");
+    out.push_back(flag);
+  }
+  return out;
+}
+
 EngineSpec read_engine(const Reader& r) {
   EngineSpec e;
   e.id = r.id();
@@ -382,6 +403,7 @@ EngineSpec read_engine(const Reader& r) {
   r.range("weights_rel_error", e.weights_rel_error, 0.0, 10.0, "a fraction");
   r.range("weights_rel_error_fallback", e.weights_rel_error_fallback, 0.0, 10.0, "a fraction");
   e.margin_source = r.get<std::string>("margin_source", "");
+  e.server_flags = read_server_flags(r);
   if (const auto* n = r.list_node("backends")) {
     for (const auto& b : *n) {
       BackendSpec s;

@@ -72,15 +72,19 @@ PairCheck check_pair(const EngineSpec& engine, const BackendSpec& backend, const
   return out;
 }
 
+// A word for a POSIX shell: as it is when it holds no character the shell would read, else in single quotes.
+std::string shell_quoted(const std::string& word) {
+  if (!word.empty() && word.find_first_of(" \t'\"$`\\!*?&;|<>(){}[]~#") == std::string::npos) return word;
+  std::string quoted = "'";
+  for (char ch : word) quoted += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+  return quoted + "'";
+}
+
 // The file to load: the GGUF the user gave (its first split, which llama.cpp follows to the rest), quoted for the
 // shell when it needs it; else the name a catalog model's GGUF is published under.
 std::string gguf_file_name(const ModelSpec& model, const std::string& weights) {
   if (model.file_paths.empty() || model.file_tensors.empty()) return model.name + "-" + weights + ".gguf";
-  const std::string& path = model.file_paths.front();
-  if (path.find_first_of(" \t'\"$`\\!*?&;|<>()") == std::string::npos) return path;
-  std::string quoted = "'";
-  for (char ch : path) quoted += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
-  return quoted + "'";
+  return shell_quoted(model.file_paths.front());
 }
 
 std::string launch_line(const ModelSpec& model, const Option& o, const Resolved& r, int default_ubatch, int default_batch) {
@@ -113,6 +117,7 @@ std::string launch_line(const ModelSpec& model, const Option& o, const Resolved&
     line += fmt::format(" --rope-scaling {} --rope-scale {:g}", model.rope_scaling->type, model.rope_scaling->factor);
     if (model.rope_scaling->type == "yarn") line += fmt::format(" --yarn-orig-ctx {}", model.rope_scaling->orig_ctx);
   }
+  for (const auto& a : r.server_args) line += " " + shell_quoted(a);
   return line;
 }
 

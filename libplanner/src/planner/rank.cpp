@@ -39,7 +39,7 @@ std::string reason_for(const Setup& s, const Option& o) {
     else if (vb < kb) parts.push_back("V compressed first");
   }
   if (!o.flash_attn) parts.push_back("no flash attention");
-  if (o.beyond_native) parts.push_back("rope-scaled");
+  if (o.beyond_native) parts.push_back(o.ctx_per_slot > s.model->max_ctx() || !s.model->rope_scaling ? "past the model's window" : "rope-scaled");
   if (o.n_cpu_moe) parts.push_back(fmt::format("experts of {} layers in RAM", *o.n_cpu_moe));
   if (o.n_gpu_layers && *o.n_gpu_layers >= 0 && *o.n_gpu_layers <= s.model->layers)
     parts.push_back(fmt::format("{} layers on the GPU", *o.n_gpu_layers));

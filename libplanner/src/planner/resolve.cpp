@@ -474,6 +474,9 @@ void resolve_engine_fields(Setup& s, Bytes total) {
     throw InputError("--n-outputs-max", std::to_string(*r.n_outputs_max), fmt::format("must be 1..{} (the batch size)", s.resolved.n_batch));
   s.resolved.n_outputs_max = r.n_outputs_max.value_or(std::min(s.resolved.n_batch, r.n_parallel * (1 + s.resolved.draft_max)));
   s.resolved.swa_full = r.swa_full;
+  if (s.runtime && !r.server_args.empty())
+    throw InputError(r.server_args.front(), "", "is a llama-server flag; the " + s.runtime->name + " launch line cannot carry it");
+  s.resolved.server_args = r.server_args;
   s.resolved.n_gpu_layers = r.n_gpu_layers;
   s.resolved.n_cpu_moe = r.n_cpu_moe;
 }
@@ -508,7 +511,7 @@ void resolve_fit(Setup& s) {
   }
 }
 
-void check_ctx_size(const Setup& s, int slots);
+void check_ctx_size(Setup& s, int slots);
 
 // kvplan places layers and experts itself when the model does not fit: llama.cpp and Ollama on one discrete
 // GPU with host RAM beside it, when the request pins no placement of its own.
@@ -541,17 +544,20 @@ void resolve_context(Setup& s) {
                                      m.name, s.ctx_allowed, s.task->id, s.task->ctx_min));
 }
 
-void check_ctx_size(const Setup& s, int slots) {
+// A context the user pins past the model's window is planned, as llama.cpp runs it: llama_context's constructor
+// (src/llama-context.cpp) only warns "n_ctx_seq (N) > n_ctx_train (M) -- possible training context overflow".
+void check_ctx_size(Setup& s, int slots) {
   const Request& r = s.request;
   const ModelSpec& m = *s.model;
-  if (r.ctx_size) {
-    if (*r.ctx_size < kMinCtx)
-      throw InputError("--ctx-size", std::to_string(*r.ctx_size), fmt::format("must be at least {}", kMinCtx));
-    if (*r.ctx_size > static_cast<long long>(m.max_ctx()) * slots)
-      throw InputError("--ctx-size", std::to_string(*r.ctx_size),
-                       fmt::format("is beyond {}'s maximum of {} tokens{}", m.name, m.max_ctx(),
-                                   m.ctx_extended ? " (with rope scaling)" : ""));
-  }
+  if (!r.ctx_size) return;
+  if (*r.ctx_size < kMinCtx) throw InputError("--ctx-size", std::to_string(*r.ctx_size), fmt::format("must be at least {}", kMinCtx));
+  if (*r.ctx_size > kMaxCtx) throw InputError("--ctx-size", std::to_string(*r.ctx_size), fmt::format("must be at most {}", kMaxCtx));
+  if (*r.ctx_size > static_cast<long long>(m.max_ctx()) * slots)
+    s.warnings.push_back(fmt::format("-c {} gives each slot {} tokens, past {}'s {} window of {}: llama.cpp runs it with the "
+                                     "warning 'possible training context overflow', and the model was not made to attend that "
+                                     "far, so expect its output to degrade past {} tokens",
+                                     *r.ctx_size, *r.ctx_size / slots, m.name, m.ctx_extended ? "rope-extended" : "training",
+                                     m.max_ctx(), m.max_ctx()));
 }
 
 }  // namespace
@@ -560,8 +566,9 @@ Setup resolve(const Catalog& c, const Request& request) {
   Setup s;
   s.catalog = &c;
   s.request = request;
-  split_gguf_name(c, s.request.model, s.request.weights, "--weights");
-  if (!s.request.model_draft.empty()) split_gguf_name(c, s.request.model_draft, s.request.weights_draft, "--weights-draft");
+  // A file read from disk names its format in its header; only a bare file name stands for a catalog model.
+  if (!s.request.model_spec) split_gguf_name(c, s.request.model, s.request.weights, "--weights");
+  if (!s.request.model_draft.empty() && !s.request.model_draft_spec) split_gguf_name(c, s.request.model_draft, s.request.weights_draft, "--weights-draft");
   const Request& r = s.request;
   if (r.model.empty()) throw InputError("--model", "", "is required (a catalog name such as qwen2.5-coder-32b)");
   if (r.gpu.empty()) throw InputError("--gpu", "", "is required (a GPU name such as rtx4090, or a size such as 24GB)");

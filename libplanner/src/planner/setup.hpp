@@ -26,6 +26,7 @@ void put_kv_parts(const KvCacheBytes& k, const std::string& pool, Put& put) {
 }
 
 constexpr int kMinCtx = 256;
+constexpr int kMaxCtx = 1 << 28;  // a pinned -c beyond any model's window times 16 slots is a typo, not a plan
 // Host RAM when neither --ram nor the machine says: a common desktop's 32 GiB (stated in the plan's warnings).
 constexpr Bytes kAssumedHostRam = 32LL << 30;
 
