@@ -150,3 +150,19 @@ TEST_CASE("every GPU total cites the figure it gives, or says it is nominal", "[
     else CHECK((nominal || unverified || t.find(std::to_string(g.total_mib)) != std::string::npos));
   }
 }
+
+TEST_CASE("a laptop that needs more memory is offered a laptop card, a desktop a desktop card", "[gpu-names]") {
+  auto bigger_device = [](const std::string& gpu) {
+    Request r;
+    r.gpu = gpu;
+    r.model = "qwen2.5-14b";
+    r.task = "reasoning";
+    r.host_ram = 1 * kGiB;
+    for (const auto& s : plan(kvtest::catalog(), r).suggestions)
+      if (s.summary.find("a device with more memory") != std::string::npos) return kvtest::catalog().gpu(s.request.gpu);
+    FAIL("no larger device suggested for " << gpu);
+    throw;
+  };
+  CHECK(bigger_device("rtx4060-laptop").id.find("laptop") != std::string::npos);
+  CHECK(bigger_device("rtx4060").id.find("laptop") == std::string::npos);
+}
