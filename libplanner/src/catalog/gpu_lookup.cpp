@@ -54,13 +54,18 @@ std::vector<std::string> tokens(const std::string& s) {
 bool is_number(const std::string& t) { return !t.empty() && std::isdigit(static_cast<unsigned char>(t[0])); }
 bool is_size_unit(const std::string& t) { return t == "gb" || t == "g" || t == "gib" || t == "tb"; }
 
-// The name without the words drivers and shops add: "NVIDIA GeForce RTX 4060 Laptop GPU" -> "4060 laptop".
-std::string canonical(const std::string& s) {
-  static const std::set<std::string> noise = {"nvidia", "geforce", "amd", "radeon", "intel", "apple", "gpu", "graphics",
+// Words drivers and shops add to a card's name ("Intel(R) Arc(TM)" gives "r" and "tm").
+bool vendor_word(const std::string& t) {
+  static const std::set<std::string> words = {"nvidia", "geforce", "amd", "radeon", "intel", "apple", "gpu", "graphics",
                                               "tm", "r", "rtx", "gtx", "rx", "arc"};
+  return words.count(t) > 0;
+}
+
+// The name without vendor words: "NVIDIA GeForce RTX 4060 Laptop GPU" -> "4060 laptop".
+std::string canonical(const std::string& s) {
   std::string out;
   for (std::string t : tokens(s)) {
-    if (noise.count(t)) continue;
+    if (vendor_word(t)) continue;
     if (t == "mobile" || t == "notebook") t = "laptop";
     if (!out.empty()) out += ' ';
     out += t;
@@ -78,8 +83,6 @@ struct Traits {  // what a GPU name says about the card
 
 Traits traits_of(const std::string& name) {
   static const std::set<std::string> variant_words = {"ti", "super", "xt", "xtx", "gre", "pro", "max", "ultra"};
-  static const std::set<std::string> vendor_words = {"nvidia", "geforce", "amd", "radeon", "intel", "apple", "gpu",
-                                                     "graphics", "tm", "r", "rtx", "gtx", "rx", "arc"};
   const auto t = tokens(name);
   Traits r;
   for (size_t i = 0; i < t.size(); ++i) {
@@ -92,7 +95,7 @@ Traits traits_of(const std::string& name) {
     else if (t[i] == "laptop" || t[i] == "mobile" || t[i] == "notebook") r.laptop = true;
     else if (variant_words.count(t[i])) r.variants.insert(t[i]);
     else if (t[i].rfind("lap", 0) == 0) r.laptop = r.unknown_words = true;  // "laptp": a laptop, but a typo
-    else if (!(prefix || is_size_unit(t[i]) || vendor_words.count(t[i]) || (is_number(t[i]) && r.number.size() == 2))) r.unknown_words = true;
+    else if (!(prefix || is_size_unit(t[i]) || vendor_word(t[i]) || (is_number(t[i]) && r.number.size() == 2))) r.unknown_words = true;
   }
   return r;
 }
@@ -101,20 +104,6 @@ Traits traits_of(const GpuSpec& g) {
   Traits r = traits_of(g.id);
   r.size_gb = std::lround(static_cast<double>(g.total_mib) / 1024);
   return r;
-}
-
-size_t edit_distance(const std::string& a, const std::string& b);
-
-// Higher is closer: the same model number first (or one typo away), then laptop or desktop, variant words, then size.
-long similarity(const Traits& want, const Traits& have) {
-  long score = 0;
-  if (!want.number.empty() && want.number == have.number) score += 1000;
-  else if (!want.number.empty() && !have.number.empty()) score += std::max(0L, 1000 - 300 * static_cast<long>(edit_distance(want.number, have.number)));
-  if (want.laptop == have.laptop) score += 300;
-  for (const auto& v : want.variants) score += have.variants.count(v) ? 100 : -100;
-  for (const auto& v : have.variants) score -= want.variants.count(v) ? 0 : 100;
-  if (want.size_gb > 0) score -= 10 * std::labs(want.size_gb - have.size_gb);
-  return score;
 }
 
 // Edits (insert, delete, substitute, swap two neighbours) from a to b: "4600" is one swap from "4060".
@@ -128,6 +117,18 @@ size_t edit_distance(const std::string& a, const std::string& b) {
       if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
     }
   return d[a.size()][b.size()];
+}
+
+// Higher is closer: the same model number first (or one typo away), then laptop or desktop, variant words, then size.
+long similarity(const Traits& want, const Traits& have) {
+  long score = 0;
+  if (!want.number.empty() && want.number == have.number) score += 1000;
+  else if (!want.number.empty() && !have.number.empty()) score += std::max(0L, 1000 - 300 * static_cast<long>(edit_distance(want.number, have.number)));
+  if (want.laptop == have.laptop) score += 300;
+  for (const auto& v : want.variants) score += have.variants.count(v) ? 100 : -100;
+  for (const auto& v : have.variants) score -= want.variants.count(v) ? 0 : 100;
+  if (want.size_gb > 0) score -= 10 * std::labs(want.size_gb - have.size_gb);
+  return score;
 }
 
 // The catalog's GPUs ordered from most to least like `wanted`.
