@@ -31,7 +31,7 @@ std::string bare_size_device(const Plan& p) {
 }
 std::string bare_size_note(const Plan& p) {
   if (p.resolved.backend == "metal")
-    return fmt::format(" (macOS's default share of {} GiB RAM, as llama.cpp reports it; `sudo sysctl iogpu.wired_limit_mb` raises it)",
+    return fmt::format(" (macOS's default Metal working set of {} GiB RAM; `sudo sysctl iogpu.wired_limit_mb` raises it)",
                        gib(parse_size(p.request.gpu, "--gpu")));
   if (p.request.backend) return fmt::format(" (GB means GiB here, as GPU vendors count; a {} card)", p.resolved.backend);
   return " (GB means GiB here, as GPU vendors count; assumed a CUDA card)";
