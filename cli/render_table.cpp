@@ -3,6 +3,7 @@
 
 #include "kvplan/error.hpp"
 #include "kvplan/memory.hpp"
+#include "kvplan/units.hpp"
 #include "render.hpp"
 
 namespace kvplan::cli {
@@ -22,6 +23,18 @@ std::string loss_text(const Quality& q) {
   if (pct < 0.05) return fmt::format("{} (<0.1%){}", risk_name(q.risk), mark);
   if (pct < 10) return fmt::format("{} (~{:.1f}%){}", risk_name(q.risk), pct, mark);
   return fmt::format("{} (~{:.0f}%){}", risk_name(q.risk), pct, mark);
+}
+
+// --gpu gave a size: what it was taken to be. On Metal the size is the Mac's RAM and the GPU gets macOS's working set.
+std::string bare_size_device(const Plan& p) {
+  return p.resolved.backend == "metal" ? p.request.gpu + " Mac (unified memory), GPU working set" : p.request.gpu + " GPU";
+}
+std::string bare_size_note(const Plan& p) {
+  if (p.resolved.backend == "metal")
+    return fmt::format(" (macOS's default Metal working set of {} GiB RAM; `sudo sysctl iogpu.wired_limit_mb` raises it)",
+                       gib(parse_size(p.request.gpu, "--gpu")));
+  if (p.request.backend) return fmt::format(" (GB means GiB here, as GPU vendors count; a {} card)", p.resolved.backend);
+  return " (GB means GiB here, as GPU vendors count; assumed a CUDA card)";
 }
 
 std::string header(const Plan& p) {
@@ -53,8 +66,8 @@ std::string header(const Plan& p) {
                          gib(p.pools[i].capacity),
                          i < p.resolved.tensor_split.size() ? fmt::format(", layer share {:g}", p.resolved.tensor_split[i]) : "");
   } else {
-    out += fmt::format("Device   {} = {} GiB{}\n", size_only ? p.request.gpu + " GPU" : dev.device, gib(dev.capacity),
-                       size_only ? " (GB means GiB here, as GPU vendors count; assumed a CUDA card)" : "");
+    out += fmt::format("Device   {} = {} GiB{}\n", size_only ? bare_size_device(p) : dev.device, gib(dev.capacity),
+                       size_only ? bare_size_note(p) : "");
   }
   std::string budget = fmt::format("{} GiB", gib(dev.capacity));
   if (dev.reserve > 0) budget += fmt::format(" - reserve {}", gib(dev.reserve));

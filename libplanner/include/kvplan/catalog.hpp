@@ -125,6 +125,12 @@ struct GpuSpec {
   bool unified() const { return memory_kind == "unified"; }
 };
 
+// macOS's default GPU working set (MTLDevice.recommendedMaxWorkingSetSize, what llama.cpp's Metal backend may use) for a
+// Mac with `ram_mib` of unified memory: a fixed fraction of RAM per size band, rounded down to a MiB. The bands are
+// measurements (llama.cpp --list-devices 'MTL0: Apple ... (N MiB' on macOS 15/26), listed in data/gpus.yaml's Apple
+// section; sizes between two measured bands take the lower band's fraction.
+std::int64_t metal_default_working_set_mib(std::int64_t ram_mib);
+
 // ---------- llama.cpp engine rules ----------
 struct GgmlType {
   std::string name;
@@ -410,6 +416,9 @@ struct Catalog {
   const WeightFormat& weight_format(const std::string& id, const std::string& field = "--weights") const;
   const TaskProfile& task(const std::string& id, const std::string& field = "--task") const;
   const ModelSpec* find_model(const std::string& name) const;
+  // The GPUs `name` can mean: an id or alias; the same with vendor words ("NVIDIA GeForce RTX 4060 Laptop GPU");
+  // or a bare model number ("4090"). Empty when unknown, several when ambiguous ("7900").
+  std::vector<const GpuSpec*> gpu_matches(const std::string& name) const;
   // An engine other than llama.cpp by id or alias; nullptr for llama.cpp itself. Throws InputError
   // naming `field` for an unknown engine.
   const RuntimeProfile* runtime(const std::string& name, const std::string& field = "--engine") const;

@@ -51,11 +51,6 @@ std::vector<std::string> model_names(const ModelSpec& m) {
   n.insert(n.end(), m.aliases.begin(), m.aliases.end());
   return n;
 }
-std::vector<std::string> gpu_names(const GpuSpec& g) {
-  std::vector<std::string> n = {g.id};
-  n.insert(n.end(), g.aliases.begin(), g.aliases.end());
-  return n;
-}
 std::vector<std::string> task_names(const TaskProfile& t) {
   std::vector<std::string> n = {t.id};
   n.insert(n.end(), t.aliases.begin(), t.aliases.end());
@@ -68,9 +63,6 @@ std::vector<std::string> id_only(const auto& x) { return {x.id}; }
 const ModelSpec* Catalog::find_model(const std::string& name) const { return find_by_name(models, name, model_names); }
 const ModelSpec& Catalog::model(const std::string& name, const std::string& field) const {
   return lookup(models, name, field, "model (see `kvplan models`)", model_names);
-}
-const GpuSpec& Catalog::gpu(const std::string& name, const std::string& field) const {
-  return lookup(gpus, name, field, "GPU (see `kvplan gpus`, or give a size such as 24GB)", gpu_names);
 }
 const RuntimeProfile* Catalog::runtime(const std::string& name, const std::string& field) const {
   auto names = [](const RuntimeProfile& e) {

@@ -17,8 +17,26 @@ namespace kvplan::detail {
 
 namespace {
 
-bool is_size(const std::string& s) {
-  return !s.empty() && (std::isdigit(static_cast<unsigned char>(s[0])) || s[0] == '.');
+// Whether --gpu gives a size rather than a card: a number with nothing after it or a unit-like word ("24GB", "24XB",
+// "24"); but "4090" when a card carries that number, and "4060 laptop" / "5060ti" are cards.
+bool is_size(const Catalog& c, const std::string& s) {
+  if (s.empty() || !(std::isdigit(static_cast<unsigned char>(s[0])) || s[0] == '.')) return false;
+  size_t i = 0;
+  while (i < s.size() && (std::isdigit(static_cast<unsigned char>(s[i])) || s[i] == '.')) ++i;
+  std::string rest;
+  for (; i < s.size(); ++i)
+    if (!std::isspace(static_cast<unsigned char>(s[i]))) rest += static_cast<char>(std::tolower(static_cast<unsigned char>(s[i])));
+  if (rest.empty()) return c.gpu_matches(s).empty();
+  const bool unit_like = rest.size() <= 3 && std::all_of(rest.begin(), rest.end(), [](char ch) { return std::isalpha(static_cast<unsigned char>(ch)); }) &&
+                         (rest.back() == 'b' || rest == "g" || rest == "m" || rest == "t" || rest == "k");
+  return unit_like;
+}
+
+// A bare size with a backend: the device it describes. On Metal the size is the Mac's unified RAM and llama.cpp gets
+// macOS's default working set of it (the same rule as the catalog's Apple entries).
+Bytes bare_size_usable(Bytes size, const std::string& backend) {
+  if (backend != "metal") return size;
+  return metal_default_working_set_mib(size / kMiB) * kMiB;
 }
 
 struct Device {  // one GPU of the request
@@ -361,12 +379,15 @@ std::vector<Device> resolve_devices(const Catalog& c, Setup& s, const std::vecto
   const Request& r = s.request;
   Bytes total = 0;
   std::string device_name;
-  if (is_size(s.request.gpu)) {
-    total = parse_size(r.gpu, "--gpu");
+  if (is_size(c, s.request.gpu)) {
+    const Bytes size = parse_size(r.gpu, "--gpu");
     const bool apple = s.runtime && s.runtime->kind == "mlx";
     s.backend = &s.engine->backend(r.backend.value_or(apple ? "metal" : "cuda"));
-    device_name = fmt::format("{} GPU ({} GiB, {})", r.gpu, format_gib(total),
-                              r.backend ? *r.backend : apple ? "assumed Apple unified memory" : "assumed CUDA");
+    total = bare_size_usable(size, s.backend->id);
+    device_name = s.backend->id == "metal"
+                      ? fmt::format("{} unified memory ({} GiB of it for the GPU: the macOS default working set)", r.gpu, format_gib(total))
+                      : fmt::format("{} GPU ({} GiB, {})", r.gpu, format_gib(total),
+                                    r.backend ? *r.backend : apple ? "assumed Apple unified memory" : "assumed CUDA");
     s.resolved.gpu_size_only = true;
   } else {
     s.gpu = &c.gpu(r.gpu);
@@ -384,7 +405,7 @@ std::vector<Device> resolve_devices(const Catalog& c, Setup& s, const std::vecto
   std::vector<Device> devices = {{s.gpu, total, device_name}};
   for (size_t i = 1; i < specs.size(); ++i) {
     Device d;
-    if (is_size(specs[i])) {
+    if (is_size(c, specs[i])) {
       d.total = parse_size(specs[i], "--gpu");
       d.name = fmt::format("{} GPU ({} GiB)", specs[i], format_gib(d.total));
     } else {

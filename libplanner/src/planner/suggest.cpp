@@ -99,12 +99,15 @@ std::vector<const ModelSpec*> smaller_models(const Catalog& c, const ModelSpec& 
 // What a plan may use of a device: a unified-memory chip's working-set limit, a card's total.
 std::int64_t usable_mib(const GpuSpec& g) { return g.unified() && g.working_set_mib > 0 ? g.working_set_mib : g.total_mib; }
 
-// Catalog devices of the same kind with more memory, smallest first.
+bool is_laptop(const GpuSpec& g) { return g.name.find("Laptop GPU") != std::string::npos; }  // NVIDIA's driver names
+
+// Catalog devices of the same kind with more memory, smallest first: a laptop card for a laptop, a desktop card otherwise.
 std::vector<const GpuSpec*> larger_devices(const Setup& s) {
   std::vector<const GpuSpec*> out;
   const Bytes have = s.pools.front().capacity;
+  const bool laptop = s.gpu && is_laptop(*s.gpu);
   for (const auto& g : s.catalog->gpus)
-    if (g.backend == s.backend->id && usable_mib(g) * kMiB > have + have / 10) out.push_back(&g);  // 10 % more at least
+    if (g.backend == s.backend->id && is_laptop(g) == laptop && usable_mib(g) * kMiB > have + have / 10) out.push_back(&g);  // 10 % more at least
   std::sort(out.begin(), out.end(), [](const GpuSpec* a, const GpuSpec* b) { return usable_mib(*a) < usable_mib(*b); });
   return out;
 }
