@@ -276,11 +276,12 @@ std::int64_t kv_bytes_4096(const char* model) {
 // Each figure is layers x kv_heads x head_dim x 2 (K and V) x 2 bytes (f16) x 4096, from the config.json the entry cites.
 TEST_CASE("issue 16 catalog entries: f16 KV at 4096 tokens from each config.json", "[catalog][issue16]") {
   const std::int64_t n = 4096;
-  // GLM-4.5-Air config: num_hidden_layers 46, num_key_value_heads 8, head_dim 128 (MTP layer has no cache)
-  CHECK(kv_bytes_4096("glm-4.5-air") == 46LL * 8 * 128 * 2 * 2 * n);
-  // GLM-4.5 / GLM-4.6 config: 92 layers, 8 KV heads, head_dim 128
-  CHECK(kv_bytes_4096("glm-4.5") == 92LL * 8 * 128 * 2 * 2 * n);
-  CHECK(kv_bytes_4096("glm-4.6") == 92LL * 8 * 128 * 2 * 2 * n);
+  // GLM-4.5-Air config: num_hidden_layers 46 + num_nextn_predict_layers 1, num_key_value_heads 8, head_dim 128; the MTP
+  // block is a GGUF block with a cache of its own (llama-kv-cache.cpp loops over n_layer_all; no MTP filter for glm4moe)
+  CHECK(kv_bytes_4096("glm-4.5-air") == (46LL + 1) * 8 * 128 * 2 * 2 * n);
+  // GLM-4.5 / GLM-4.6 config: 92 layers + 1 MTP, 8 KV heads, head_dim 128
+  CHECK(kv_bytes_4096("glm-4.5") == (92LL + 1) * 8 * 128 * 2 * 2 * n);
+  CHECK(kv_bytes_4096("glm-4.6") == (92LL + 1) * 8 * 128 * 2 * 2 * n);
   // Devstral Small / Magistral Small = Mistral Small 3.1 decoder: 40 layers, 8 KV heads, head_dim 128
   CHECK(kv_bytes_4096("devstral") == 40LL * 8 * 128 * 2 * 2 * n);
   CHECK(kv_bytes_4096("devstral-small-2505") == 40LL * 8 * 128 * 2 * 2 * n);
