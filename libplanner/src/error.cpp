@@ -29,6 +29,8 @@ std::string fold(const std::string& s) {
   return out;
 }
 
+}  // namespace
+
 // Optimal string alignment distance: a swapped pair of characters ("4900" for "4090") costs one.
 size_t edit_distance(const std::string& a, const std::string& b) {
   std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
@@ -41,8 +43,6 @@ size_t edit_distance(const std::string& a, const std::string& b) {
     }
   return d[a.size()][b.size()];
 }
-
-}  // namespace
 
 InputError::InputError(std::string field, std::string value, std::string problem, std::vector<std::string> accepted,
                        std::string suggestion)

@@ -245,6 +245,22 @@ TEST_CASE("config.json input: fields used and assumed are reported") {
   const auto s = context_shape(*spec, kvtest::engine(), 32768, 1, false, 512, 2048, false);
   const auto kv = kv_cache_bytes(*spec, kvtest::engine(), s, kvtest::type("q8_0"), kvtest::type("q8_0"), true, kvtest::cuda());
   CHECK(kv.k.bytes + kv.v.bytes == 4563402752LL);  // the same as the catalog's Qwen2.5-Coder-32B
+  // GLM-4.5-Air's config.json (data/models/glm.yaml sources): 46 layers + 1 MTP block, which conversion/glm.py writes as a
+  // GGUF block with its own cache; one leading dense layer; 1 shared expert of 1408
+  std::ofstream(dir / "config.json") << R"({"model_type": "glm4_moe", "num_hidden_layers": 46, "num_nextn_predict_layers": 1,
+    "hidden_size": 4096, "num_attention_heads": 96, "num_key_value_heads": 8, "head_dim": 128, "intermediate_size": 10944,
+    "moe_intermediate_size": 1408, "n_routed_experts": 128, "num_experts_per_tok": 8, "n_shared_experts": 1,
+    "first_k_dense_replace": 1, "attention_bias": true, "use_qk_norm": false, "vocab_size": 151552,
+    "max_position_embeddings": 131072, "tie_word_embeddings": false})";
+  const auto glm = load_model_file(dir.string(), kvtest::catalog());
+  CHECK(glm->arch == "glm4moe");
+  CHECK(glm->layers == 47);
+  REQUIRE(glm->moe);
+  CHECK(glm->moe->shared_ff == 1408);
+  CHECK(glm->moe->dense_lead == 1);
+  const auto gs = context_shape(*glm, kvtest::engine(), 4096, 1, false, 512, 2048, false);
+  const auto gkv = kv_cache_bytes(*glm, kvtest::engine(), gs, kvtest::type("f16"), kvtest::type("f16"), true, kvtest::cuda());
+  CHECK(gkv.k.bytes + gkv.v.bytes == 47LL * 8 * 128 * 2 * 2 * 4096);
   std::ofstream(dir / "config.json") << R"({"model_type": "qwen2", "num_hidden_layers": )";
   CHECK_THROWS_AS(load_model_file(dir.string(), kvtest::catalog()), InputError);
   std::ofstream(dir / "config.json") << R"({"model_type": "bert"})";

@@ -1,5 +1,6 @@
 // kvplan/error.hpp — the one exception type for bad input.
 #pragma once
+#include <cstddef>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -25,6 +26,9 @@ class InputError : public std::runtime_error {
   std::vector<std::string> accepted_;
   std::string suggestion_;
 };
+
+// Optimal string alignment distance (an adjacent swap costs one), on the strings as given.
+std::size_t edit_distance(const std::string& a, const std::string& b);
 
 // The closest candidate by edit distance (case-insensitive), or "" when nothing is close enough.
 std::string closest_match(const std::string& wanted, const std::vector<std::string>& candidates);

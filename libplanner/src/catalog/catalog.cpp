@@ -1,6 +1,10 @@
 // Catalog lookups: names, aliases and HF ids, matched without regard to case and punctuation.
 #include <algorithm>
 #include <cctype>
+#include <cmath>
+#include <limits>
+#include <optional>
+#include <sstream>
 
 #include "kvplan/catalog.hpp"
 #include "kvplan/error.hpp"
@@ -58,11 +62,123 @@ std::vector<std::string> task_names(const TaskProfile& t) {
 }
 std::vector<std::string> id_only(const auto& x) { return {x.id}; }
 
+// Ollama tags end in the weight format: qwen3:30b-a3b-q4_K_M, gemma3:27b-it-qat, gpt-oss:20b-fp16.
+bool is_weight_suffix(std::string w) {
+  std::transform(w.begin(), w.end(), w.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (w == "fp16" || w == "f16" || w == "bf16" || w == "fp32" || w == "f32" || w == "qat" || w == "mxfp4") return true;
+  const size_t digit = w.rfind("iq", 0) == 0 ? 2 : w.rfind('q', 0) == 0 ? 1 : std::string::npos;
+  return digit != std::string::npos && digit < w.size() && std::isdigit(static_cast<unsigned char>(w[digit]));
+}
+
+// "qwen3:30b-a3b-q4_K_M" -> "qwen3:30b-a3b"; a name without an Ollama tag, or without a format at its end, is kept.
+std::string without_weight_suffix(const std::string& name) {
+  std::string out = name;
+  const size_t colon = out.find(':');
+  if (colon == std::string::npos) return out;
+  for (size_t dash = out.rfind('-'); dash != std::string::npos && dash > colon; dash = out.rfind('-'))
+    if (is_weight_suffix(out.substr(dash + 1))) out.resize(dash);
+    else break;
+  return out;
+}
+
+// A model name read as its line and the size it names: "qwen3:30b" = {qwen3, 30e9}, "Qwen3-30B-A3B" =
+// {qwen3, 30e9, moe}, "gemma-3-27b-it" = {gemma3, 27e9}, "mixtral-8x7b" = {mixtral, 56e9, moe}.
+struct NameParts {
+  std::string line;
+  double size = 0;
+  bool moe = false;
+};
+// A positive decimal number ("30", "0.6"), or nothing.
+std::optional<double> decimal(const std::string& s) {
+  if (s.empty() || !std::isdigit(static_cast<unsigned char>(s[0])) || s.find_first_not_of("0123456789.") != std::string::npos)
+    return std::nullopt;
+  const double v = std::strtod(s.c_str(), nullptr);
+  return v > 0 ? std::optional<double>(v) : std::nullopt;
+}
+// A size word: 30b, 0.6b, 270m, e2b (Gemma 3n effective), 8x7b (experts x size); a3b names active parameters.
+// Returns false for any other word.
+bool read_size(const std::string& w, NameParts& p) {
+  if (w.size() < 2 || (w.back() != 'b' && w.back() != 'm')) return false;
+  const double scale = w.back() == 'b' ? 1e9 : 1e6;
+  const std::string body = w.substr(0, w.size() - 1);
+  if (const auto v = decimal(body[0] == 'e' ? body.substr(1) : body)) {
+    p.size = *v * scale;
+    return true;
+  }
+  if (body[0] == 'a' && decimal(body.substr(1))) {
+    p.moe = true;
+    return true;
+  }
+  const size_t x = body.find('x');
+  if (x == std::string::npos) return false;
+  const auto experts = decimal(body.substr(0, x)), each = decimal(body.substr(x + 1));
+  if (!experts || !each) return false;
+  p.size = *experts * *each * scale;
+  p.moe = true;
+  return true;
+}
+NameParts name_parts(const std::string& name) {
+  std::string s = without_weight_suffix(name.substr(name.rfind('/') == std::string::npos ? 0 : name.rfind('/') + 1));
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  for (char& c : s)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.') c = ' ';
+  NameParts p;
+  std::istringstream words(s);
+  bool sized = false;
+  for (std::string w; words >> w;)
+    if (read_size(w, p)) sized = sized || p.size > 0;
+    else if (!sized) p.line += w;
+  return p;
+}
+
+// Among models of the same line (one edit allowed per four characters), the one nearest the named size, MoE
+// for a name that says MoE ("-a3b", "8x7b"): "qwen3:31b" suggests Qwen3-30B-A3B, not the dense Qwen3-32B.
+// "" when the name gives no size or no line is near; the caller then falls back to the closest spelling.
+std::string model_of_nearest_size(const std::vector<ModelSpec>& models, const std::string& wanted) {
+  if (wanted.size() > 256) return {};  // no typo: a name that long is not worth a quadratic distance per model
+  const NameParts want = name_parts(wanted);
+  if (want.size <= 0 || want.line.empty()) return {};
+  size_t best_line = std::numeric_limits<size_t>::max();
+  std::vector<const ModelSpec*> same_line;
+  for (const auto& m : models) {
+    size_t d = std::numeric_limits<size_t>::max();
+    for (const auto& n : model_names(m)) d = std::min(d, edit_distance(want.line, name_parts(n).line));
+    if (d < best_line) {
+      best_line = d;
+      same_line.clear();
+    }
+    if (d == best_line) same_line.push_back(&m);
+  }
+  if (best_line > std::max<size_t>(1, want.line.size() / 4)) return {};
+  if (want.moe && std::any_of(same_line.begin(), same_line.end(), [](const ModelSpec* m) { return m->moe.has_value(); }))
+    std::erase_if(same_line, [](const ModelSpec* m) { return !m->moe; });
+  const ModelSpec* best = nullptr;
+  double best_gap = 0;
+  size_t best_spelling = 0;
+  for (const ModelSpec* m : same_line) {
+    const double gap = std::abs(std::log(static_cast<double>(m->params) / want.size));
+    const size_t spelling = edit_distance(fold(wanted), fold(m->id));
+    if (best && (gap > best_gap + 1e-9 || (gap > best_gap - 1e-9 && spelling >= best_spelling))) continue;
+    best = m;
+    best_gap = gap;
+    best_spelling = spelling;
+  }
+  return best ? best->id : std::string{};
+}
+
 }  // namespace
 
-const ModelSpec* Catalog::find_model(const std::string& name) const { return find_by_name(models, name, model_names); }
+const ModelSpec* Catalog::find_model(const std::string& name) const {
+  if (const ModelSpec* m = find_by_name(models, name, model_names)) return m;
+  return find_by_name(models, without_weight_suffix(name), model_names);
+}
 const ModelSpec& Catalog::model(const std::string& name, const std::string& field) const {
-  return lookup(models, name, field, "model (see `kvplan models`)", model_names);
+  if (const ModelSpec* m = find_model(name)) return *m;
+  const std::string nearest = model_of_nearest_size(models, name);
+  if (nearest.empty()) return lookup(models, name, field, "model (see `kvplan models`)", model_names);
+  std::vector<std::string> ids;
+  for (const auto& m : models) ids.push_back(m.id);
+  throw InputError(field, name, "unknown model (see `kvplan models`)", ids, nearest);
 }
 const RuntimeProfile* Catalog::runtime(const std::string& name, const std::string& field) const {
   auto names = [](const RuntimeProfile& e) {

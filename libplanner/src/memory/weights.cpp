@@ -99,7 +99,7 @@ std::vector<WeightTensor> weight_tensors(const ModelSpec& m, const WeightFormat&
       vec("post_ffw_norm.weight", il, embd);
     }
     vec("ffn_norm.weight", il, embd);
-    if (m.moe) {
+    if (m.moe && il >= m.moe->dense_lead) {  // leading dense layers (glm4-moe.cpp, deepseek2.cpp n_layer_dense_lead)
       const std::int64_t e = m.moe->experts, eff = m.moe->expert_ff;
       out.push_back({"blk." + std::to_string(il) + ".ffn_gate_inp.weight", "f32", embd, e, false});
       const std::int64_t rows = checked_mul(eff, e, "expert_feed_forward_length x expert_count");

@@ -116,7 +116,7 @@ const std::map<std::string, std::string>& hf_arch_map() {
       {"qwen3", "qwen3"},       {"qwen3_moe", "qwen3moe"},   {"gemma2", "gemma2"},     {"gemma3", "gemma3"},
       {"gemma3_text", "gemma3"}, {"phi3", "phi3"},           {"gpt_oss", "gpt-oss"},   {"olmo2", "olmo2"},
       {"cohere", "command-r"},  {"cohere2", "cohere2"},      {"glm4", "glm4"},         {"deepseek_v2", "deepseek2"},
-      {"deepseek_v3", "deepseek2"}, {"qwen3_next", "qwen3next"}, {"mistral3", "mistral3"}};
+      {"deepseek_v3", "deepseek2"}, {"qwen3_next", "qwen3next"}, {"mistral3", "mistral3"}, {"glm4_moe", "glm4moe"}};
   return map;
 }
 
@@ -174,6 +174,8 @@ std::shared_ptr<const ModelSpec> load_config_json(const std::string& text, const
   m.source = "config.json at " + config.string();
   m.file_paths = {config.string()};
   m.layers = r.integer({"num_hidden_layers", "n_layer"}, 0, nullptr);
+  // conversion/glm.py writes the MTP block as one more GGUF block, and b10454 gives it a KV cache (data/models/glm.yaml)
+  if (m.arch == "glm4moe") m.layers += r.integer({"num_nextn_predict_layers"}, 0, "no MTP block");
   m.embd = r.integer({"hidden_size", "n_embd"}, 0, nullptr);
   m.heads = r.integer({"num_attention_heads", "n_head"}, 0, nullptr);
   m.kv_heads = r.integer({"num_key_value_heads"}, m.heads, "no GQA field: one KV head per query head");
@@ -184,7 +186,8 @@ std::shared_ptr<const ModelSpec> load_config_json(const std::string& text, const
   m.ctx_native = r.integer({"max_position_embeddings"}, 0, nullptr);
   m.tied_embeddings = r.boolean("tie_word_embeddings", false, "transformers' default");
   m.qkv_bias = m.arch == "qwen2" || r.boolean("attention_bias", false, "transformers' default");
-  m.qk_norm = m.arch == "qwen3" || m.arch == "qwen3moe" || m.arch == "gemma3" || m.arch == "olmo2";
+  m.qk_norm = m.arch == "qwen3" || m.arch == "qwen3moe" || m.arch == "gemma3" || m.arch == "olmo2" ||
+              (m.arch == "glm4moe" && r.boolean("use_qk_norm", false, "transformers' Glm4MoeConfig default"));
   m.post_norms = m.arch == "gemma2" || m.arch == "gemma3" || m.arch == "olmo2";
   m.attn_sinks = m.arch == "gpt-oss";
   if (m.heads > 0 && m.kv_heads > 0 && m.heads % m.kv_heads != 0)
