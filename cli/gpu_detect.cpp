@@ -202,6 +202,7 @@ void set_devices(const Catalog& catalog, Request& req, const std::vector<Detecte
   std::vector<std::string> specs;
   req.gpu_detected.clear();
   for (const auto& g : gpus) {
+    const bool main_gpu = specs.empty();
     const GpuSpec* spec = match_catalog_gpu(catalog, g);
     std::string label = g.name + " via " + g.source + (g.note.empty() ? "" : " (" + g.note + ")");
     if (spec && !g.wired_limit) {
@@ -209,7 +210,8 @@ void set_devices(const Catalog& catalog, Request& req, const std::vector<Detecte
     } else {
       // Not in the catalog (or an Apple working set raised by hand): a device of the detected size and backend.
       specs.push_back(size_spec(g.total_bytes));
-      if (!req.backend) req.backend = g.backend;
+      // The main device's backend is the plan's (a size alone reads as CUDA); --backend, when given, wins.
+      if (main_gpu && !req.backend && g.backend != "cuda") req.backend = g.backend;
       if (!spec) label += "; not in kvplan's catalog, so planned by its memory alone, without a bandwidth figure";
     }
     req.gpu_detected.push_back(label);

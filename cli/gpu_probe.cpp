@@ -192,13 +192,23 @@ std::optional<std::string> run_tool(const std::vector<std::string>& argv, int ti
     return fail("not on PATH");
   }
   std::string out;
-  const bool done = read_until(fds[0], Clock::now() + std::chrono::milliseconds(timeout_ms), out);
+  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  bool done = read_until(fds[0], deadline, out);
   close(fds[0]);
-  if (!done) kill(-pid, SIGKILL);  // the whole group: a script's own children too
   int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  // A tool that closed its output may still not exit: its exit is awaited within the same limit.
+  while (done) {
+    const pid_t r = waitpid(pid, &status, WNOHANG);
+    if (r == pid || (r < 0 && errno != EINTR)) break;
+    if (Clock::now() >= deadline) done = false;
+    else usleep(5000);
   }
-  if (!done) return fail(fmt::format("no answer within {} ms", timeout_ms));
+  if (!done) {
+    kill(-pid, SIGKILL);  // the whole group: a script's own children too
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    return fail(fmt::format("no answer within {} ms", timeout_ms));
+  }
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
     return fail(WIFEXITED(status) ? fmt::format("exit status {}", WEXITSTATUS(status)) : "killed by a signal");
   return out;

@@ -15,6 +15,7 @@
 #include "kvplan/kvplan.hpp"
 
 using namespace kvplan::cli;
+using kvplan::GpuSpec;
 
 namespace {
 std::string recorded(const std::string& name) {
@@ -146,6 +147,7 @@ TEST_CASE("apply_detection: catalog ids, or sizes with the detected backend, eac
   CHECK(req.gpu == "rtx4080super");
   REQUIRE(req.extra_gpus.size() == 1);
   CHECK(req.extra_gpus[0] == "8192MiB");  // the RTX 2080 SUPER is not in the catalog: a CUDA device of its size
+  CHECK_FALSE(req.backend);                // CUDA, the main card's own backend: nothing to override
   REQUIRE(req.gpu_detected.size() == 2);
   CHECK(req.gpu_detected[0] == "NVIDIA GeForce RTX 4080 SUPER via nvidia-smi");
   CHECK_FALSE(req.free);
@@ -207,6 +209,9 @@ TEST_CASE("run_tool: output, a missing tool, a failure, and a hang cut at the ti
   CHECK(why == "exit status 3");
   const auto start = std::chrono::steady_clock::now();
   CHECK_FALSE(run_tool({"sh", "-c", "sleep 30; echo late"}, 200, &why));
+  CHECK(why == "no answer within 200 ms");
+  // Output closed, the process still running: the wait for its exit has the same limit.
+  CHECK_FALSE(run_tool({"sh", "-c", "echo early; exec >&-; sleep 30"}, 200, &why));
   CHECK(why == "no answer within 200 ms");
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(5));
 }
