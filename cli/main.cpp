@@ -1,5 +1,6 @@
 // kvplan: plan VRAM for local LLM inference. Parsing and rendering only; libplanner does the work.
 // Exit codes: 0 a plan was found, 1 nothing fits, 2 bad input.
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
@@ -11,6 +12,7 @@
 #include <CLI/CLI.hpp>
 
 #include "args.hpp"
+#include "gpu_detect.hpp"
 #include "host_memory.hpp"
 #include "kvplan/kvplan.hpp"
 #include "render.hpp"
@@ -52,6 +54,16 @@ void resolve_host_ram(const std::string& flag, kvplan::Request& req) {
   }
 }
 
+// --gpu auto / --free auto: this machine's GPUs (cli/gpu_detect.hpp), as devices and what is free on them now.
+void detect_gpus_if_asked(const kvplan::Catalog& catalog, kvplan::Request& req, const std::vector<std::string>& gpus, bool free_auto) {
+  const bool gpu_auto = std::find(gpus.begin(), gpus.end(), "auto") != gpus.end();
+  if (gpu_auto && gpus.size() > 1)
+    throw InputError("--gpu", "auto", "detects every GPU of this machine; give it alone, not with other --gpu values");
+  if (!gpu_auto && !free_auto) return;
+  if (gpus.empty()) throw InputError("--free", "auto", "needs --gpu (auto, or the GPU's name) to know which devices it applies to");
+  kvplan::cli::apply_detection(catalog, req, kvplan::cli::detect_gpus(kvplan::cli::detect_options_from_env()), gpu_auto, free_auto);
+}
+
 int run(int argc, char** argv) {
   std::vector<std::string> raw(argv + 1, argv + argc);
   std::vector<std::string> args;
@@ -74,7 +86,7 @@ int run(int argc, char** argv) {
   std::string build = "default", engine = "llama.cpp";
 
   std::vector<std::string> gpus;
-  app.add_option("--gpu", gpus, "GPU name (rtx4090, \"RTX 3090\", h100-sxm) or size (24GB = 24 GiB); repeat it, or 2x24GB, for several GPUs")
+  app.add_option("--gpu", gpus, "GPU name (rtx4090, \"RTX 3090\", h100-sxm) or size (24GB = 24 GiB); repeat it, or 2x24GB, for several GPUs; auto: this machine's GPUs")
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   std::string split_mode = "layer", device_draft;
@@ -109,7 +121,7 @@ int run(int argc, char** argv) {
   app.add_option("--build", build, "default | fa-all-quants (CUDA built with GGML_CUDA_FA_ALL_QUANTS)");
   app.add_flag("--allow-slow", allow_slow, "also offer K/V pairs that run off the fast path");
   app.add_option("--reserve", reserve, "memory kept for the display and other processes, e.g. 1GB");
-  app.add_option("--free", free_mem, "memory actually free on the GPU (replaces its total), e.g. 22.5GB");
+  app.add_option("--free", free_mem, "memory actually free on the GPU (replaces its total), e.g. 22.5GB; auto: what is free now on this machine's GPUs");
   app.add_option("--top", top, "options to show (default 5)");
   bool max_ctx = false, accept_risk = false;
   app.add_flag("--max-ctx", max_ctx, "the largest context, every setting not pinned free (flash attention included)");
@@ -314,7 +326,8 @@ int run(int argc, char** argv) {
   req.max_ctx = max_ctx;
   req.accept_risk = accept_risk;
   if (!reserve.empty()) req.reserve = kvplan::parse_size(reserve, "--reserve");
-  if (!free_mem.empty()) req.free = kvplan::parse_size(free_mem, "--free");
+  const bool free_auto = free_mem == "auto";
+  if (!free_mem.empty() && !free_auto) req.free = kvplan::parse_size(free_mem, "--free");
   resolve_host_ram(ram, req);
   req.host_bandwidth_gbs = ram_bandwidth;
   if (cpu_moe && n_cpu_moe) throw InputError("--cpu-moe", "", "give either --cpu-moe or --n-cpu-moe N, not both");
@@ -327,6 +340,7 @@ int run(int argc, char** argv) {
   req.rope_scale = rope_scale;
   req.yarn_orig_ctx = yarn_orig;
   req.backend = backend;
+  detect_gpus_if_asked(catalog, req, gpus, free_auto);
   std::error_code ec;
   if (!req.model.empty() && std::filesystem::exists(req.model, ec)) req.model_spec = kvplan::load_model_file(req.model, catalog, arch_engine);
   if (!spec_type.empty() && model_draft.empty()) throw InputError("--spec-type", spec_type, "needs a draft model (--model-draft)");

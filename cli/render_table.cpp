@@ -62,12 +62,14 @@ std::string header(const Plan& p) {
   if (gpus > 1) {
     // several GPUs (llama.cpp layer split): one line each; the table sums them and shows the tightest headroom
     for (size_t i = 0; i < gpus; ++i)
-      out += fmt::format("{} {}: {} = {} GiB{}\n", i == 0 ? "Devices " : "        ", p.pools[i].id, p.pools[i].device,
+      out += fmt::format("{} {}: {} = {} GiB{}{}\n", i == 0 ? "Devices " : "        ", p.pools[i].id, p.pools[i].device,
                          gib(p.pools[i].capacity),
-                         i < p.resolved.tensor_split.size() ? fmt::format(", layer share {:g}", p.resolved.tensor_split[i]) : "");
+                         i < p.resolved.tensor_split.size() ? fmt::format(", layer share {:g}", p.resolved.tensor_split[i]) : "",
+                         p.pools[i].detected.empty() ? "" : " (detected: " + p.pools[i].detected + ")");
   } else {
-    out += fmt::format("Device   {} = {} GiB{}\n", size_only ? bare_size_device(p) : dev.device, gib(dev.capacity),
-                       size_only ? bare_size_note(p) : "");
+    // A detected device says how it was found; a size the user typed says how kvplan reads it.
+    const std::string note = !dev.detected.empty() ? " (detected: " + dev.detected + ")" : size_only ? bare_size_note(p) : "";
+    out += fmt::format("Device   {} = {} GiB{}\n", size_only ? bare_size_device(p) : dev.device, gib(dev.capacity), note);
   }
   std::string budget = fmt::format("{} GiB", gib(dev.capacity));
   if (dev.reserve > 0) budget += fmt::format(" - reserve {}", gib(dev.reserve));

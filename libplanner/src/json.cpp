@@ -256,6 +256,7 @@ std::string to_json(const Plan& p, int indent) {
     json pj = {{"id", pool.id},
                {"kind", pool.kind},
                {"device", pool.device},
+               {"detected", pool.detected.empty() ? json(nullptr) : json(pool.detected)},
                {"backend", pool.backend},
                {"bounded", pool.bounded()},
                {"capacity_bytes", pool.capacity},

@@ -57,6 +57,7 @@ std::vector<std::string> request_args(const Request& r) {
   put_int("--yarn-orig-ctx", r.yarn_orig_ctx);
   if (r.reserve) put("--reserve", size_arg(*r.reserve));
   if (r.free) put("--free", size_arg(*r.free));
+  if (!r.free_per_gpu.empty()) put("--free", "auto");  // several GPUs' free memory has no one-value spelling
   if (r.host_ram) put("--ram", size_arg(*r.host_ram));
   if (r.host_bandwidth_gbs) put("--ram-bandwidth", fmt::format("{:g}", *r.host_bandwidth_gbs));
   if (!r.model_draft.empty() || r.model_draft_spec)

@@ -139,6 +139,7 @@ class Pool:
     id: str
     kind: str  # gpu | host | unified
     device: str
+    detected: str | None  # gpu="auto": how the device was found ("NVIDIA GeForce RTX 4090 via nvidia-smi")
     backend: str
     bounded: bool
     capacity_bytes: int  # 0: not bounded
@@ -378,7 +379,7 @@ class Plan:
         self.task = Task._from_core(core.task)
         self.resolved = convert(Resolved, core.resolved, memory_fraction=core.resolved.memory_fraction or None,
                                 fit_target_mib=core.resolved.fit_target_mib or None)
-        self.pools = tuple(convert(Pool, p, bounded=p.bounded(), capacity_bytes=p.capacity, reserve_bytes=p.reserve,
+        self.pools = tuple(convert(Pool, p, detected=p.detected or None, bounded=p.bounded(), capacity_bytes=p.capacity, reserve_bytes=p.reserve,
                                    overhead_bytes=p.overhead.bytes, overhead_high_bytes=p.overhead.high,
                                    margin_bytes=p.margin, budget_bytes=p.budget() if p.bounded() else None)
                            for p in core.pools)
@@ -536,7 +537,8 @@ def plan(gpu: str | Sequence[str] | None = None, model: PathLike | None = None, 
          data: PathLike | Sequence[PathLike] | None = None) -> Plan:
     """Plan weights, context and K/V cache types for a model on a GPU: what `kvplan` prints.
 
-    gpu: a catalog name ("rtx4090", "RTX 3090") or a size ("24GB" = 24 GiB). model: a catalog name, alias or
+    gpu: a catalog name ("rtx4090", "RTX 3090") or a size ("24GB" = 24 GiB), or "auto" for this machine's GPUs
+    (free="auto": what is free on them now; README "--gpu auto"). model: a catalog name, alias or
     Hugging Face id, a GGUF file name ("Qwen3-8B-Q6_K.gguf", model and weights), or the path of a GGUF file,
     config.json or model folder, read as the CLI reads it (see read_model). task: general (default), agentic,
     coding, rag, chat, summarization, creative, reasoning.

@@ -288,7 +288,7 @@ def gpus(value: object) -> list[str]:
     if not isinstance(value, (list, tuple)):
         fail("--gpu", shown(value), f"must be a GPU name or a size such as '24GB' (str), or a list of them, not {_type(value)}")
     if not value:
-        fail("--gpu", "", "is required (a GPU name such as rtx4090, or a size such as 24GB)")
+        fail("--gpu", "", "is required (a GPU name such as rtx4090, or a size such as 24GB; or --gpu auto to detect this machine's GPU)")
     if len(value) > MAX_DEVICES:
         fail("--gpu", f"{len(value)} GPUs", f"a plan has at most {MAX_DEVICES} devices")
     return [text("gpu", g, "a GPU name or a size such as 24GB") for g in value]
@@ -433,7 +433,15 @@ def request(cat: _core.Catalog, **given: object) -> _core.Request:
     A model that names an existing file or folder (GGUF, config.json, a snapshot folder) is read as the CLI
     reads --model PATH.
     """
+    free_auto = given.get("free") == "auto"  # --free auto: what is free now on this machine's GPUs
+    if free_auto:
+        given = {**given, "free": None}
     values = checked(given)
+    gpu_auto = values.get("gpu") == ["auto"]  # --gpu auto: this machine's GPUs (cli/gpu_detect.hpp)
+    if "auto" in values.get("gpu", []) and not gpu_auto:  # type: ignore[operator]
+        fail("--gpu", "auto", "detects every GPU of this machine; give it alone, not with other --gpu values")
+    if free_auto and "gpu" not in values:
+        fail("--free", "auto", "needs --gpu (auto, or the GPU's name) to know which devices it applies to")
     req = _core.Request()
     files = arch_engine(cat, str(values.get("engine", req.engine)))
     model = values.get("model")
@@ -458,6 +466,8 @@ def request(cat: _core.Catalog, **given: object) -> _core.Request:
             setattr(req, keyword, value)
         except TypeError as e:  # checked() converts every keyword: this is kvplan's own mistake
             raise RuntimeError(f"kvplan internal error: {keyword}={shown(value)} was checked but not accepted ({e})") from None
+    if gpu_auto or free_auto:
+        req = _core.apply_gpu_detection(cat, req, gpu_auto, free_auto)
     return req
 
 

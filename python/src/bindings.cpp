@@ -142,6 +142,8 @@ std::string joined(const std::vector<std::string>& dirs) {
 
 }  // namespace
 
+void bind_detect(py::module_& m);  // python/src/detect.cpp: --gpu auto / --free auto
+
 PYBIND11_MODULE(_core, m) {
   m.doc() = "kvplan's C++ planner (libplanner). Private: use the kvplan package.";
   m.attr("__version__") = KVPLAN_VERSION;
@@ -203,6 +205,8 @@ PYBIND11_MODULE(_core, m) {
       .def_readwrite("max_ctx", &Request::max_ctx)
       .def_readwrite("accept_risk", &Request::accept_risk)
       .def_readwrite("host_ram_source", &Request::host_ram_source)
+      .def_readwrite("free_per_gpu", &Request::free_per_gpu)
+      .def_readwrite("gpu_detected", &Request::gpu_detected)
       .def_readwrite("suggest", &Request::suggest);
 
   // ---------- the plan ----------
@@ -223,6 +227,7 @@ PYBIND11_MODULE(_core, m) {
       .def_readonly("id", &Pool::id)
       .def_readonly("kind", &Pool::kind)
       .def_readonly("device", &Pool::device)
+      .def_readonly("detected", &Pool::detected)
       .def_readonly("backend", &Pool::backend)
       .def_readonly("capacity", &Pool::capacity)
       .def_readonly("reserve", &Pool::reserve)
@@ -513,4 +518,5 @@ PYBIND11_MODULE(_core, m) {
         py::arg("suggestion") = std::string());
   m.def("closest_match", &closest_match, py::arg("wanted"), py::arg("candidates"));
   m.def("format_gib", &format_gib, py::arg("bytes"));
+  bind_detect(m);
 }

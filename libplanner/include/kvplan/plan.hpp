@@ -55,6 +55,8 @@ struct Request {
   std::optional<int> yarn_orig_ctx;         // --yarn-orig-ctx: must match the model's original context
   std::optional<Bytes> reserve;      // memory kept for the display / other processes
   std::optional<Bytes> free;         // what is actually free on the GPU (replaces total − reserve)
+  std::vector<Bytes> free_per_gpu;   // --free auto with several GPUs: each one's free memory, in device order
+  std::vector<std::string> gpu_detected;  // --gpu auto: how each device was found ("NVIDIA GeForce RTX 4090 via nvidia-smi")
   std::optional<Bytes> host_ram;     // --ram: the host pool's size (default: unbounded, reported only)
   std::optional<double> host_bandwidth_gbs;  // --ram-bandwidth: host memory bandwidth for the speed estimate (default 60 GB/s)
   // Speculative decoding (llama-server -md): a draft model with its own context (common/speculative.cpp
@@ -93,6 +95,7 @@ struct Pool {
   std::string id;        // "gpu0", "host"
   std::string kind;      // "gpu" | "host" | "unified"
   std::string device;    // display name
+  std::string detected;  // --gpu auto: how the device was found on this machine (empty: named by --gpu)
   std::string backend;   // cuda | metal | rocm | vulkan | sycl | cpu
   Bytes capacity = 0;    // what the driver reports (0 = not bounded)
   Bytes reserve = 0;     // display / other processes

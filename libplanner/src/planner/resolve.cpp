@@ -57,7 +57,8 @@ std::vector<Pool> make_pools(const Setup& s, const Request& r, const std::vector
     dev.kind = cpu ? "cpu" : shared ? "unified" : "gpu";
     dev.device = d.name;
     dev.backend = s.backend->id;
-    dev.capacity = r.free ? *r.free : d.total;
+    dev.capacity = r.free ? *r.free : i < r.free_per_gpu.size() ? r.free_per_gpu[i] : d.total;
+    if (i < r.gpu_detected.size()) dev.detected = r.gpu_detected[i];
     dev.reserve = r.reserve.value_or(0);
     dev.overhead = runtime_overhead(d.gpu, *s.backend);
     dev.margin = s.engine->margin_mib * kMiB;
@@ -357,6 +358,8 @@ std::vector<std::string> device_specs(Setup& s) {
                                          ? s.runtime->name + " splits a model with --tensor-parallel-size over identical GPUs"
                                          : "several GPUs are planned for llama.cpp (and vLLM/SGLang tensor parallelism) only");
   if (several && r.free) throw InputError("--free", format_size(*r.free), "applies to one GPU; with several give --reserve");
+  if (!r.free_per_gpu.empty() && (r.free || r.free_per_gpu.size() != specs.size()))
+    throw InputError("--free", "auto", fmt::format("found free memory for {} GPUs, and the plan has {}", r.free_per_gpu.size(), specs.size()));
   if (r.split_mode != "layer" && r.split_mode != "none")
     throw InputError("--split-mode", r.split_mode,
                      r.split_mode == "row"    ? "llama.cpp b10454 refuses row split on CUDA and ROCm: their backend no longer offers a split "
@@ -419,6 +422,9 @@ std::vector<Device> resolve_devices(const Catalog& c, Setup& s, const std::vecto
   }
   if (devices.size() > 1 && (s.backend->id == "cpu" || s.backend->id == "metal" || (s.gpu && s.gpu->unified())))
     throw InputError("--gpu", r.gpu, "several devices need discrete GPUs");
+  for (size_t i = 0; i < r.free_per_gpu.size() && i < devices.size(); ++i)
+    if (r.free_per_gpu[i] <= 0 || r.free_per_gpu[i] > devices[i].total)
+      throw InputError("--free", format_size(r.free_per_gpu[i]), fmt::format("must be above 0 and at most {}'s {}", devices[i].name, format_size(devices[i].total)));
   s.pools = make_pools(s, r, devices);
   for (size_t i = 0; i < devices.size() && i < s.pools.size(); ++i)
     if (devices[i].gpu && devices[i].gpu->bandwidth_gbs > 0) s.pool_bandwidth[s.pools[i].id] = devices[i].gpu->bandwidth_gbs;
@@ -592,7 +598,8 @@ Setup resolve(const Catalog& c, const Request& request) {
   if (!s.request.model_draft.empty() && !s.request.model_draft_spec) split_gguf_name(c, s.request.model_draft, s.request.weights_draft, "--weights-draft");
   const Request& r = s.request;
   if (r.model.empty()) throw InputError("--model", "", "is required (a catalog name such as qwen2.5-coder-32b)");
-  if (r.gpu.empty()) throw InputError("--gpu", "", "is required (a GPU name such as rtx4090, or a size such as 24GB)");
+  if (r.gpu.empty())
+    throw InputError("--gpu", "", "is required (a GPU name such as rtx4090, or a size such as 24GB; or --gpu auto to detect this machine's GPU)");
   resolve_engine_and_model(c, s);
   check_limits(s);
   const std::vector<Device> devices = resolve_devices(c, s, device_specs(s));
