@@ -78,6 +78,7 @@ void split_gguf_name(const Catalog& c, std::string& model, std::optional<std::st
   const std::string m = model;
   if (m.size() <= ext.size() || m.compare(m.size() - ext.size(), ext.size(), ext) != 0) return;
   const std::string stem = m.substr(0, m.size() - ext.size());
+  if (const auto ud = stem.find("-UD-"); ud != std::string::npos) reject_dynamic_quant("--model", stem.substr(ud + 1));
   for (const auto& f : c.weight_formats) {
     const std::string suffix = "-" + f.id;
     if (stem.size() > suffix.size() && stem.compare(stem.size() - suffix.size(), suffix.size(), suffix) == 0) {
@@ -252,8 +253,15 @@ void resolve_engine_and_model(const Catalog& c, Setup& s) {
   s.file_format.id = s.model->file_format;
   s.file_format.quality_source = "";
   s.file_format.rel_loss_estimate = true;  // not a catalog format: no measured loss
+  if (const WeightFormat* base = c.find_weight_format(s.model->file_format); base && !s.model->file_quant_label.empty()) {
+    // A custom mix (Unsloth UD-*): sized from its own tensors; the loss of its base file type stands in.
+    s.file_format = *base;
+    s.file_format.id = s.model->file_quant_label + " (file type " + base->id + ")";
+    s.file_format.rel_loss_estimate = true;
+    s.file_format.quality_source = "quality of " + base->id + ", the file's general.file_type (the UD mix differs per tensor)";
+  }
   if (r.model_spec && r.weights && !r.model_spec->file_format.empty() && *r.weights != r.model_spec->file_format &&
-      !r.model_spec->file_tensors.empty())
+      *r.weights != r.model_spec->file_quant_label && !r.model_spec->file_tensors.empty())
     throw InputError("--weights", *r.weights, "disagrees with the file, which is " + r.model_spec->file_format);
   check_model_flags(*s.model, r);
   s.placement = Placement::for_request(*s.model, r.n_gpu_layers, r.n_cpu_moe, s.engine->rule_holds("ngl_counts_output"));
