@@ -3,8 +3,10 @@
 // and the recipe's own rules (src/llama-quant.cpp).
 #include <catch2/catch.hpp>
 
+#include <filesystem>
 #include <map>
 
+#include "gguf_writer.hpp"
 #include "helpers.hpp"
 
 using namespace kvplan;
@@ -223,4 +225,54 @@ TEST_CASE("ggml type sizes of the newer and ternary types (ggml-common.h block s
   CHECK(kvtest::type("nvfp4").row_size(64) == 36);
   CHECK(kvtest::type("tq1_0").id == 34);
   CHECK(kvtest::type("mxfp4").id == 39);
+}
+
+TEST_CASE("a UD GGUF is sized from its header, i-quant/ternary/MXFP4 tensors included, and named by file type and file name", "[weights][ud]") {
+  // ggml type ids and block bytes: iq2_xxs 16 (66 B / 256), tq1_0 34 (54 B / 256), mxfp4 39 (17 B / 32)
+  constexpr std::uint32_t F32 = 0, F16 = 1, IQ2_XXS = 16, TQ1_0 = 34, MXFP4 = 39;
+  kvtest::GgufBuilder g;
+  g.str("general.architecture", "llama");
+  g.str("general.name", "tiny-ud");
+  g.u32("general.file_type", 15);  // LLAMA_FTYPE_MOSTLY_Q4_K_M: what Unsloth's UD-Q4_K_XL files carry
+  g.u32("llama.block_count", 2);
+  g.u32("llama.embedding_length", 256);
+  g.u32("llama.attention.head_count", 4);
+  g.u32("llama.attention.head_count_kv", 2);
+  g.u32("llama.feed_forward_length", 512);
+  g.u32("llama.context_length", 4096);
+  g.tensor("token_embd.weight", F16, {256, 1000}, 512000);
+  for (int i = 0; i < 2; ++i) {
+    const std::string b = "blk." + std::to_string(i) + ".";
+    g.tensor(b + "attn_norm.weight", F32, {256}, 1024);
+    g.tensor(b + "attn_q.weight", F16, {256, 256}, 131072);
+    g.tensor(b + "attn_k.weight", F16, {256, 128}, 65536);
+    g.tensor(b + "attn_v.weight", F16, {256, 128}, 65536);
+    g.tensor(b + "attn_output.weight", F16, {256, 256}, 131072);
+    g.tensor(b + "ffn_norm.weight", F32, {256}, 1024);
+    g.tensor(b + "ffn_gate.weight", IQ2_XXS, {256, 512}, 512 * 66);
+    g.tensor(b + "ffn_up.weight", TQ1_0, {256, 512}, 512 * 54);
+    g.tensor(b + "ffn_down.weight", MXFP4, {512, 256}, 256 * (512 / 32 * 17));
+  }
+  g.tensor("output_norm.weight", F32, {256}, 1024);
+  g.tensor("output.weight", F16, {256, 1000}, 512000);
+  const std::string path = (std::filesystem::temp_directory_path() / "kvplan_tiny-UD-Q4_K_XL.gguf").string();
+  g.write(path);
+  const auto spec = load_model_file(path, kvtest::catalog());
+  CHECK(spec->file_format == "Q4_K_M");
+  CHECK(spec->file_quant_label == "UD-Q4_K_XL");
+  // per layer: norms 2048 + q/o 262144 + k/v 131072 + gate 33792 + up 27648 + down 69632 = 526336
+  const auto w = weight_bytes(*spec, kvtest::catalog().weight_format("Q4_K_M"), kvtest::engine(), kvtest::cuda());
+  CHECK(w.device.unpadded == 2 * 526336 + 1024 + 512000);
+  CHECK(w.device.accuracy == Accuracy::exact);
+  Request r;
+  r.gpu = "8GB";
+  r.model = path;
+  r.model_spec = spec;
+  r.ctx_size = 4096;
+  const Plan p = plan(kvtest::catalog(), r);
+  REQUIRE(p.fits());
+  CHECK(p.options.front().weights == "UD-Q4_K_XL (file type Q4_K_M)");
+  r.weights = "UD-Q4_K_XL";  // naming the file's own mix is not a disagreement
+  CHECK_NOTHROW(plan(kvtest::catalog(), r));
+  std::filesystem::remove(path);
 }

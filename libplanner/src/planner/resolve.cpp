@@ -73,12 +73,13 @@ std::vector<Pool> make_pools(const Setup& s, const Request& r, const std::vector
 }
 
 // A pasted GGUF name ("Qwen2.5-Coder-32B-Instruct-Q4_K_M.gguf") names the model and the weight format.
-void split_gguf_name(const Catalog& c, std::string& model, std::optional<std::string>& weights, const std::string& weights_flag) {
+void split_gguf_name(const Catalog& c, std::string& model, std::optional<std::string>& weights, const std::string& weights_flag,
+                     bool file_given) {
   const std::string ext = ".gguf";
   const std::string m = model;
   if (m.size() <= ext.size() || m.compare(m.size() - ext.size(), ext.size(), ext) != 0) return;
   const std::string stem = m.substr(0, m.size() - ext.size());
-  if (const auto ud = stem.find("-UD-"); ud != std::string::npos) reject_dynamic_quant("--model", stem.substr(ud + 1));
+  if (const auto ud = stem.find("-UD-"); ud != std::string::npos && !file_given) reject_dynamic_quant("--model", stem.substr(ud + 1));
   for (const auto& f : c.weight_formats) {
     const std::string suffix = "-" + f.id;
     if (stem.size() > suffix.size() && stem.compare(stem.size() - suffix.size(), suffix.size(), suffix) == 0) {
@@ -568,8 +569,9 @@ Setup resolve(const Catalog& c, const Request& request) {
   Setup s;
   s.catalog = &c;
   s.request = request;
-  split_gguf_name(c, s.request.model, s.request.weights, "--weights");
-  if (!s.request.model_draft.empty()) split_gguf_name(c, s.request.model_draft, s.request.weights_draft, "--weights-draft");
+  split_gguf_name(c, s.request.model, s.request.weights, "--weights", s.request.model_spec != nullptr);
+  if (!s.request.model_draft.empty())
+    split_gguf_name(c, s.request.model_draft, s.request.weights_draft, "--weights-draft", s.request.model_draft_spec != nullptr);
   const Request& r = s.request;
   if (r.model.empty()) throw InputError("--model", "", "is required (a catalog name such as qwen2.5-coder-32b)");
   if (r.gpu.empty()) throw InputError("--gpu", "", "is required (a GPU name such as rtx4090, or a size such as 24GB)");
