@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <filesystem>
+#include <fstream>
 #include <map>
 
 #include "gguf_writer.hpp"
@@ -275,4 +276,20 @@ TEST_CASE("a UD GGUF is sized from its header, i-quant/ternary/MXFP4 tensors inc
   r.weights = "UD-Q4_K_XL";  // naming the file's own mix is not a disagreement
   CHECK_NOTHROW(plan(kvtest::catalog(), r));
   std::filesystem::remove(path);
+}
+
+TEST_CASE("a gpt-oss config.json with quant_method mxfp4 keeps the experts in MXFP4, as the catalog entry does", "[weights][mxfp4]") {
+  // openai/gpt-oss-20b config.json (the fields kvplan reads)
+  const auto dir = std::filesystem::temp_directory_path() / "kvplan_gptoss_config";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "config.json") << R"({"model_type": "gpt_oss", "num_hidden_layers": 24, "hidden_size": 2880,
+    "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 64, "intermediate_size": 2880, "vocab_size": 201088,
+    "max_position_embeddings": 131072, "num_local_experts": 32, "num_experts_per_tok": 4, "sliding_window": 128,
+    "tie_word_embeddings": false, "quantization_config": {"quant_method": "mxfp4"}})";
+  const auto spec = load_model_file(dir.string(), kvtest::catalog());
+  CHECK(spec->native_expert_type == "mxfp4");
+  const auto& c = kvtest::catalog();
+  for (const auto& t : weight_tensors(*spec, c.weight_format("Q4_K_M"), kvtest::engine()))
+    if (t.name.find("_exps.weight") != std::string::npos) CHECK(t.type == "mxfp4");
+  std::filesystem::remove_all(dir);
 }
