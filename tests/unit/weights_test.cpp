@@ -293,3 +293,20 @@ TEST_CASE("a gpt-oss config.json with quant_method mxfp4 keeps the experts in MX
     if (t.name.find("_exps.weight") != std::string::npos) CHECK(t.type == "mxfp4");
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("a native_expert_type that is no ggml type is refused when the catalog loads", "[weights][mxfp4]") {
+  const auto dir = std::filesystem::temp_directory_path() / "kvplan_native_expert_bad";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "m.yaml") << "models:\n  - id: moe-x\n    arch: gpt-oss\n    params: 1000\n    layers: 2\n    embd: 64\n"
+                                   "    heads: 4\n    kv_heads: 1\n    vocab: 100\n    ctx_native: 4096\n"
+                                   "    moe: {experts: 4, experts_used: 2, expert_ff: 64}\n    native_expert_type: mxfp5\n"
+                                   "    source: test\n";
+  try {
+    (void)load_catalog({dir.string()});
+    FAIL("accepted native_expert_type mxfp5");
+  } catch (const InputError& e) {
+    CHECK(e.field() == "models.moe-x.native_expert_type");
+    CHECK(e.suggestion() == "mxfp4");
+  }
+  std::filesystem::remove_all(dir);
+}

@@ -823,6 +823,9 @@ Catalog load_catalog(const std::vector<std::string>& extra_dirs) {
   c.prior = priors.front();
   for (auto& e : c.engines)
     for (const auto& [from, to] : sources.quant_fallback) e.quant_fallback[from] = to.first.as<std::string>();
+  // A model's native expert type must be a ggml type the GGUF engine can size (weights.cpp keeps experts in it).
+  for (const auto& m : c.models)
+    if (!m.native_expert_type.empty() && !c.engines.empty()) (void)c.engines.front().type(m.native_expert_type, "models." + m.id + ".native_expert_type");
   // Engine formats borrow the measured loss of a GGUF format; cache types name prior types.
   for (auto& rt : c.runtimes) {
     for (auto& f : rt.weight_formats) {
