@@ -82,10 +82,14 @@ struct ModelSpec {
   std::vector<int> sliding_layers;      // GGUF sliding_window_pattern arrays (1 = sliding); empty: swa.pattern
   int head_dim_k_swa = 0, head_dim_v_swa = 0;  // per-layer head sizes of sliding layers (0: same as full)
   int shared_kv_from = 0;               // Gemma 3n n_layer_kv_from_start: later layers reuse a cache
+  // ggml type the released checkpoint stores its routed experts in ("mxfp4": gpt-oss). Published GGUFs keep it
+  // at every file type, so the recipe leaves ffn_*_exps in it (data/weights/gguf_recipes.yaml native_experts).
+  std::string native_expert_type;
 
   // Read from a file (kvplan --model file.gguf): the exact tensors and the file's weight format.
   std::vector<WeightTensor> file_tensors;
   std::string file_format;             // GGUF general.file_type as a format id ("" if none)
+  std::string file_quant_label;        // a custom mix named in the file name ("UD-Q4_K_XL": Unsloth Dynamic), else ""
   std::vector<std::string> file_paths; // every split
   std::vector<std::string> fields_used, fields_assumed;  // config.json input: what was read and what was assumed
 
@@ -239,10 +243,11 @@ struct EngineSpec {
 struct TensorTypeRule {
   std::vector<std::string> tensors;  // llama.cpp names without "blk.N.", e.g. attn_v, ffn_down, output
   std::string type;
-  std::string layers = "all";        // all | more_bits | first_eighth | first_sixteenth | first_n
+  std::string layers = "all";        // all | more_bits | first_eighth | first_sixteenth | first_n | middle
   int first_n = 0;
   int min_gqa = 0;      // when n_head / n_head_kv >= this
   int experts = -1;     // when n_expert == this
+  int min_experts = 0;  // when n_expert >= this (IQ1/IQ2 attn_v: "n_gqa() >= 4 || n_expert >= 4")
   int n_layer = 0;      // when the model has exactly this many layers (llama.cpp LLM_TYPE_70B)
 };
 
@@ -255,6 +260,7 @@ struct WeightFormat {
   double bpw_llama31_8b = 0;
   double size_gib_llama31_8b = 0;
   bool offered = true;                // enumerated by default
+  std::string native_only;            // planned only for models whose native_expert_type is this (MXFP4: gpt-oss)
   // Formats of other engines (RuntimeProfile::weight_formats), sized from the parameter count:
   double bpw = 0, head_bpw = 0, embed_bpw = 0;  // linear layers, output head, token embeddings
   bool embed_on_host = false;                   // token embeddings in system RAM (ExLlama)

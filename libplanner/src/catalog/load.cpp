@@ -199,6 +199,7 @@ ModelSpec read_model(const Reader& r) {
   m.post_norms = r.get<bool>("post_norms", false);
   m.rope = r.get<bool>("rope", true);
   m.attn_sinks = r.get<bool>("attn_sinks", false);
+  m.native_expert_type = r.get<std::string>("native_expert_type", "");
   m.ctx_native = r.get<int>("ctx_native");
   m.ctx_extended = r.get<int>("ctx_extended", 0);
   m.source = r.get<std::string>("source");
@@ -466,6 +467,7 @@ WeightFormat read_format(const Reader& r) {
   f.source = r.get<std::string>("source", "");
   f.quality_source = r.get<std::string>("quality_source", "");
   f.offered = r.get<bool>("offered", true);
+  f.native_only = r.get<std::string>("native_only", "");
   if (const auto* n = r.list_node("rules")) {
     for (const auto& rule : *n) {
       TensorTypeRule t;
@@ -474,12 +476,13 @@ WeightFormat read_format(const Reader& r) {
       t.tensors = tensors.IsSequence() ? tensors.as<std::vector<std::string>>() : std::vector<std::string>{tensors.as<std::string>()};
       t.type = sub<std::string>(r, rule, "rules", "type");
       t.layers = rule["layers"] ? r.convert<std::string>("layers", rule["layers"]) : "all";
-      static const std::vector<std::string> selectors = {"all", "more_bits", "first_eighth", "first_sixteenth", "first_n"};
+      static const std::vector<std::string> selectors = {"all", "more_bits", "first_eighth", "first_sixteenth", "first_n", "middle"};
       if (std::find(selectors.begin(), selectors.end(), t.layers) == selectors.end())
         throw InputError(r.location("rules", rule), t.layers, "format '" + f.id + "' unknown layer selector", selectors);
       t.first_n = rule["first_n"] ? r.convert<int>("first_n", rule["first_n"]) : 0;
       t.min_gqa = rule["min_gqa"] ? r.convert<int>("min_gqa", rule["min_gqa"]) : 0;
       t.experts = rule["experts"] ? r.convert<int>("experts", rule["experts"]) : -1;
+      t.min_experts = rule["min_experts"] ? r.convert<int>("min_experts", rule["min_experts"]) : 0;
       t.n_layer = rule["n_layer"] ? r.convert<int>("n_layer", rule["n_layer"]) : 0;
       f.rules.push_back(t);
     }
@@ -765,7 +768,7 @@ std::vector<T> read_all(const Sources& s, const std::string& collection, F read)
       {"models", {"id", "name", "hf_id", "aliases", "arch", "family", "params", "layers", "embd", "heads", "kv_heads", "head_dim",
                   "head_dim_v", "ff", "vocab", "tied_embeddings", "qkv_bias", "qk_norm", "post_norms", "attn_sinks", "rope", "ctx_native",
                   "ctx_extended", "rope_scaling", "swa", "moe", "mla", "recurrent", "kv_heads_per_layer", "sliding_layers",
-                  "head_dim_swa", "head_dim_v_swa", "shared_kv_from", "source", "note"}},
+                  "head_dim_swa", "head_dim_v_swa", "shared_kv_from", "native_expert_type", "source", "note"}},
       {"gpus", {"id", "name", "aliases", "vendor", "backend", "memory", "total_mib", "total_source", "working_set_mib",
                 "compute_capability", "arch", "bandwidth_gbs", "fp16_tflops", "source", "note"}},
       {"tasks", {"id", "name", "aliases", "ctx_target", "ctx_min", "decode_floor_tps", "ttft_max_s", "speed_source", "metric", "strictness", "summary", "source", "note"}},
@@ -842,6 +845,9 @@ Catalog load_catalog(const std::vector<std::string>& extra_dirs) {
   c.prior = priors.front();
   for (auto& e : c.engines)
     for (const auto& [from, to] : sources.quant_fallback) e.quant_fallback[from] = to.first.as<std::string>();
+  // A model's native expert type must be a ggml type the GGUF engine can size (weights.cpp keeps experts in it).
+  for (const auto& m : c.models)
+    if (!m.native_expert_type.empty() && !c.engines.empty()) (void)c.engines.front().type(m.native_expert_type, "models." + m.id + ".native_expert_type");
   // Engine formats borrow the measured loss of a GGUF format; cache types name prior types.
   for (auto& rt : c.runtimes) {
     for (auto& f : rt.weight_formats) {

@@ -21,12 +21,22 @@ bool layer_selected(const TensorTypeRule& r, int il, int n_layer) {
   if (r.layers == "first_eighth") return il < n_layer / 8;
   if (r.layers == "first_sixteenth") return il < n_layer / 16;
   if (r.layers == "first_n") return il < r.first_n;
+  if (r.layers == "middle") return il >= n_layer / 8 && il < 7 * n_layer / 8;  // IQ3_XS ffn_gate/ffn_up
   return false;
+}
+
+// Routed-expert weights (3-D in the GGUF: one matrix per expert).
+bool is_routed_expert(const std::string& base_name) {
+  return base_name == "ffn_gate_exps" || base_name == "ffn_up_exps" || base_name == "ffn_down_exps";
 }
 
 bool rule_matches(const TensorTypeRule& r, const std::string& base_name, int il, const ModelSpec& m) {
   if (std::find(r.tensors.begin(), r.tensors.end(), base_name) == r.tensors.end()) return false;
-  if (r.min_gqa > 0 && (m.kv_heads == 0 || m.heads / m.kv_heads < r.min_gqa)) return false;
+  const int n_expert = m.moe ? m.moe->experts : 0;
+  // llama.cpp's IQ1/IQ2 attn_v test is "n_gqa() >= 4 || n_expert >= 4": a rule with both matches on either.
+  const bool gqa_ok = r.min_gqa > 0 && m.kv_heads > 0 && m.heads / m.kv_heads >= r.min_gqa;
+  const bool experts_ok = r.min_experts > 0 && n_expert >= r.min_experts;
+  if ((r.min_gqa > 0 || r.min_experts > 0) && !gqa_ok && !experts_ok) return false;
   if (r.experts >= 0 && (m.moe ? m.moe->experts : 0) != r.experts) return false;
   if (r.n_layer > 0 && m.layers != r.n_layer) return false;
   return layer_selected(r, il, m.layers);
@@ -44,9 +54,15 @@ std::vector<WeightTensor> weight_tensors(const ModelSpec& m, const WeightFormat&
   std::vector<WeightTensor> out;
   // phi3 and chatglm store one attn_qkv and a fused gate|up in ffn_up (src/llama-model.cpp load_tensors)
   const bool fused_qkv = m.arch == "phi3" || m.arch == "chatglm";
+  // gpt-oss (LLM_ARCH_OPENAI_MOE load_tensors) also has an attn_output bias, a router bias and per-expert biases
+  const bool moe_biases = m.arch == "gpt-oss";
   auto type_for = [&](const std::string& base_name, int il, std::int64_t ne0) {
     // A tied model has no output tensor; llama-quantize then treats token_embd as the output.
     const std::string role = (base_name == "token_embd" && m.tied_embeddings) ? "output" : base_name;
+    // A checkpoint released with quantized experts (gpt-oss: MXFP4) is converted with the experts as they are
+    // (convert_hf_to_gguf.py GptOssModel repacks the blocks, whatever --outtype) and published GGUFs keep them
+    // at every file type (bartowski: "all quants keep the feed forward networks at mxfp4"; sizes in weights_test).
+    if (!m.native_expert_type.empty() && is_routed_expert(base_name)) return m.native_expert_type;
     std::string type = format.base_type;
     for (const auto& r : format.rules)
       if (rule_matches(r, role, il, m)) type = r.type;
@@ -94,6 +110,7 @@ std::vector<WeightTensor> weight_tensors(const ModelSpec& m, const WeightFormat&
     }
     if (m.attn_sinks) vec("attn_sinks.weight", il, m.heads);
     matrix("attn_output", il, o_width, embd);
+    if (moe_biases) vec("attn_output.bias", il, embd);
     if (m.post_norms) {
       vec("post_attention_norm.weight", il, embd);
       vec("post_ffw_norm.weight", il, embd);
@@ -106,6 +123,13 @@ std::vector<WeightTensor> weight_tensors(const ModelSpec& m, const WeightFormat&
       matrix("ffn_gate_exps", il, embd, rows);
       matrix("ffn_up_exps", il, embd, rows);
       matrix("ffn_down_exps", il, eff, checked_mul(embd, e, "embedding_length x expert_count"));
+      if (moe_biases) {
+        const std::string blk = "blk." + std::to_string(il) + ".";
+        out.push_back({blk + "ffn_gate_inp.bias", "f32", e, 1, false});
+        out.push_back({blk + "ffn_gate_exps.bias", "f32", eff, e, false});
+        out.push_back({blk + "ffn_up_exps.bias", "f32", eff, e, false});
+        out.push_back({blk + "ffn_down_exps.bias", "f32", embd, e, false});
+      }
       if (m.moe->shared_ff > 0) {
         matrix("ffn_gate_shexp", il, embd, m.moe->shared_ff);
         matrix("ffn_up_shexp", il, embd, m.moe->shared_ff);

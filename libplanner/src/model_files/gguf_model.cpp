@@ -1,6 +1,7 @@
 // A ModelSpec from GGUF metadata and tensor infos, the way llama.cpp reads them
 // (src/llama-model.cpp load_hparams / load_tensors, src/llama-arch.cpp key names).
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 
@@ -15,6 +16,16 @@ namespace kvplan {
 namespace {
 
 using Value = GgufHeader::Value;
+
+// Unsloth Dynamic quants ("...-UD-Q4_K_XL.gguf", "...-UD-IQ1_S-00001-of-00003.gguf") keep general.file_type of
+// the base mix (Q4_K_M, IQ1_S) but choose types per tensor; only the name says which UD mix it is.
+std::string dynamic_quant_label(const std::string& name) {
+  const auto at = name.find("UD-");
+  if (at == std::string::npos || (at > 0 && name[at - 1] != '-' && name[at - 1] != '_' && name[at - 1] != '.')) return "";
+  size_t end = at + 3;
+  while (end < name.size() && (std::isalnum(static_cast<unsigned char>(name[end])) || name[end] == '_')) ++end;
+  return end > at + 3 ? name.substr(at, end - at) : "";
+}
 
 class Meta {
  public:
@@ -250,6 +261,7 @@ ModelSpec model_from_gguf(const std::vector<GgufHeader>& splits, const std::vect
   } else {
     m.file_format = "GGUF";
   }
+  m.file_quant_label = dynamic_quant_label(std::filesystem::path(file).filename().string());
   // The numbers as a whole: ranges, heads that divide, widths the memory rules can size (model_files/validate.hpp).
   detail::check_model(m, [&](const std::string& field, const std::string& value, const std::string& problem, const std::string& accepted) {
     const std::string key = field == "vocab" ? "token_embd.weight" : field == "params" ? "tensor shapes"

@@ -234,6 +234,13 @@ std::shared_ptr<const ModelSpec> load_config_json(const std::string& text, const
     rec.attention_offset = rec.attention_every - 1;
     m.recurrent = rec;
   }
+  // gpt-oss ships its experts in MXFP4 (quantization_config.quant_method "mxfp4"); convert_hf_to_gguf.py keeps
+  // them so (GptOssModel.dequant_model returns early) and every GGUF of it does (data/models/gpt-oss.yaml).
+  if (const json* q = r.find({"quantization_config"}); q && q->is_object() && m.arch == "gpt-oss" && m.moe &&
+      string_field(*q, "quant_method", config.string()) == "mxfp4") {
+    m.native_expert_type = "mxfp4";
+    m.fields_used.push_back("quantization_config.quant_method");
+  }
   if (const json* rs = r.find({"rope_scaling"}); rs && rs->is_object()) {
     const std::string file = config.string();
     const std::string type = string_field(*rs, "rope_type", file, string_field(*rs, "type", file));

@@ -5,11 +5,19 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "kvplan/error.hpp"
 #include "planner/setup.hpp"
 
 namespace kvplan::detail {
+
+void reject_dynamic_quant(const std::string& flag, const std::string& value) {
+  throw InputError(flag, value,
+                   "is an Unsloth Dynamic quant: its per-tensor mix is custom and is known only from the file's header, so kvplan "
+                   "does not guess it; give the GGUF file (--model path/to/file.gguf, or a Hub file) and it is sized exactly, "
+                   "or name a llama-quantize type such as Q4_K_M");
+}
 
 namespace {
 
@@ -29,15 +37,27 @@ std::vector<const WeightFormat*> candidate_formats(const Setup& s) {
     }
     if (formats.empty()) throw InputError("--weights", *r.weights, "is not a weight format of " + s.runtime->name, ids, closest_match(*r.weights, ids));
   } else if (!m.file_tensors.empty()) {
-    const WeightFormat* known = catalog.find_weight_format(m.file_format);
+    const WeightFormat* known = m.file_quant_label.empty() ? catalog.find_weight_format(m.file_format) : nullptr;
     formats.push_back(known ? known : &s.file_format);
   } else if (r.weights) {
+    if (r.weights->rfind("UD-", 0) == 0 || r.weights->rfind("ud-", 0) == 0) reject_dynamic_quant("--weights", *r.weights);
     const WeightFormat& f = catalog.weight_format(*r.weights);
     if (!by_params && f.base_type.empty()) throw InputError("--weights", *r.weights, "has no per-tensor recipe in data/weights");
+    if (!f.native_only.empty() && f.native_only != m.native_expert_type) {
+      std::vector<std::string> released;  // the catalog models whose release precision this is
+      for (const auto& other : catalog.models)
+        if (other.native_expert_type == f.native_only) released.push_back(other.id);
+      throw InputError("--weights", *r.weights,
+                       fmt::format("{} was not released in {}; kvplan plans {} only for models that were ({}), where it is the "
+                                   "release precision: its loss on a requantized model is not measured",
+                                   m.name, f.native_only, f.id, released.empty() ? "none in the catalog" : fmt::format("{}", fmt::join(released, ", "))));
+    }
     formats.push_back(&f);
   } else {
     for (const auto& f : catalog.weight_formats)
-      if (f.offered && !f.base_type.empty() && (!by_params || f.bpw_llama31_8b > 0)) formats.push_back(&f);
+      if (f.offered && !f.base_type.empty() && (!by_params || f.bpw_llama31_8b > 0) &&
+          (f.native_only.empty() || f.native_only == m.native_expert_type))
+        formats.push_back(&f);
   }
   return formats;
 }

@@ -92,11 +92,14 @@ std::vector<Pool> make_pools(const Setup& s, const Request& r, const std::vector
 }
 
 // A pasted GGUF name ("Qwen2.5-Coder-32B-Instruct-Q4_K_M.gguf") names the model and the weight format.
-void split_gguf_name(const Catalog& c, std::string& model, std::optional<std::string>& weights, const std::string& weights_flag) {
+void split_gguf_name(const Catalog& c, std::string& model, std::optional<std::string>& weights, const std::string& weights_flag,
+                     bool file_given) {
+  if (file_given) return;  // a file read from disk names its format in its header, whatever its file name says
   const std::string ext = ".gguf";
   const std::string m = model;
   if (m.size() <= ext.size() || m.compare(m.size() - ext.size(), ext.size(), ext) != 0) return;
   const std::string stem = m.substr(0, m.size() - ext.size());
+  if (const auto ud = stem.find("-UD-"); ud != std::string::npos) reject_dynamic_quant("--model", stem.substr(ud + 1));
   for (const auto& f : c.weight_formats) {
     const std::string suffix = "-" + f.id;
     if (stem.size() > suffix.size() && stem.compare(stem.size() - suffix.size(), suffix.size(), suffix) == 0) {
@@ -271,8 +274,15 @@ void resolve_engine_and_model(const Catalog& c, Setup& s) {
   s.file_format.id = s.model->file_format;
   s.file_format.quality_source = "";
   s.file_format.rel_loss_estimate = true;  // not a catalog format: no measured loss
+  if (const WeightFormat* base = c.find_weight_format(s.model->file_format); base && !s.model->file_quant_label.empty()) {
+    // A custom mix (Unsloth UD-*): sized from its own tensors; the loss of its base file type stands in.
+    s.file_format = *base;
+    s.file_format.id = s.model->file_quant_label + " (file type " + base->id + ")";
+    s.file_format.rel_loss_estimate = true;
+    s.file_format.quality_source = "quality of " + base->id + ", the file's general.file_type (the UD mix differs per tensor)";
+  }
   if (r.model_spec && r.weights && !r.model_spec->file_format.empty() && *r.weights != r.model_spec->file_format &&
-      !r.model_spec->file_tensors.empty())
+      *r.weights != r.model_spec->file_quant_label && !r.model_spec->file_tensors.empty())
     throw InputError("--weights", *r.weights, "disagrees with the file, which is " + r.model_spec->file_format);
   check_model_flags(*s.model, r);
   s.placement = Placement::for_request(*s.model, r.n_gpu_layers, r.n_cpu_moe, s.engine->rule_holds("ngl_counts_output"));
@@ -593,9 +603,9 @@ Setup resolve(const Catalog& c, const Request& request) {
   Setup s;
   s.catalog = &c;
   s.request = request;
-  // A file read from disk names its format in its header; only a bare file name stands for a catalog model.
-  if (!s.request.model_spec) split_gguf_name(c, s.request.model, s.request.weights, "--weights");
-  if (!s.request.model_draft.empty() && !s.request.model_draft_spec) split_gguf_name(c, s.request.model_draft, s.request.weights_draft, "--weights-draft");
+  split_gguf_name(c, s.request.model, s.request.weights, "--weights", s.request.model_spec != nullptr);
+  if (!s.request.model_draft.empty())
+    split_gguf_name(c, s.request.model_draft, s.request.weights_draft, "--weights-draft", s.request.model_draft_spec != nullptr);
   const Request& r = s.request;
   if (r.model.empty()) throw InputError("--model", "", "is required (a catalog name such as qwen2.5-coder-32b)");
   if (r.gpu.empty())

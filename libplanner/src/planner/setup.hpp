@@ -105,6 +105,8 @@ engines::PairCheck check_runtime_pair(const Setup& s, const std::string& k, cons
 
 // ---- enumerate.cpp: the (weights, K, V, flash attention) combinations the engine accepts ----
 std::vector<Candidate> enumerate(const Setup& s);
+// An Unsloth Dynamic (UD-*) mix named without its file: its per-tensor types are only in the header.
+[[noreturn]] void reject_dynamic_quant(const std::string& flag, const std::string& value);
 WeightBytes candidate_weight_bytes(const Setup& s, const WeightFormat& f, const Placement& placement);
 
 // ---- account.cpp: every allocation of one candidate at one context, pool by pool ----
