@@ -12,6 +12,7 @@
 
 #include "args.hpp"
 #include "host_memory.hpp"
+#include "model_source.hpp"
 #include "kvplan/kvplan.hpp"
 #include "render.hpp"
 
@@ -205,7 +206,8 @@ int run(int argc, char** argv) {
                                     {"--mmproj", &mmproj}, {"--priors", &priors_file}}) {
     std::error_code ec;
     const bool file_flag = flag == "--mmproj" || flag == "--priors";
-    if (!value->empty() && (file_flag || kvplan::cli::looks_like_path(*value)) && !std::filesystem::exists(*value, ec))
+    const bool remote = flag == "--model" && kvplan::cli::remote_shaped(*value);
+    if (!value->empty() && !remote && (file_flag || kvplan::cli::looks_like_path(*value)) && !std::filesystem::exists(*value, ec))
       throw InputError(flag, *value, "no such file");
   }
   for (const auto& d : data_dirs) {
@@ -270,7 +272,8 @@ int run(int argc, char** argv) {
   // Model files are read with llama.cpp's architecture table whatever the engine (an unknown engine fails here).
   const std::string arch_engine = catalog.runtime(engine) ? "llama.cpp" : engine;
   if (inspect_cmd->parsed()) {
-    const auto spec = kvplan::load_model_file(inspect_path, catalog, arch_engine);
+    auto spec = kvplan::cli::read_model(inspect_path, catalog, arch_engine);
+    if (!spec) spec = kvplan::load_model_file(inspect_path, catalog, arch_engine);  // says what is wrong
     std::cout << (json ? kvplan::model_to_json(*spec) : kvplan::cli::render_inspect(*spec));
     return 0;
   }
@@ -325,7 +328,7 @@ int run(int argc, char** argv) {
   req.yarn_orig_ctx = yarn_orig;
   req.backend = backend;
   std::error_code ec;
-  if (!req.model.empty() && std::filesystem::exists(req.model, ec)) req.model_spec = kvplan::load_model_file(req.model, catalog, arch_engine);
+  req.model_spec = kvplan::cli::read_model(req.model, catalog, arch_engine);
   if (!spec_type.empty() && model_draft.empty()) throw InputError("--spec-type", spec_type, "needs a draft model (--model-draft)");
   req.model_draft = model_draft;
   if (!model_draft.empty() && std::filesystem::exists(model_draft, ec))

@@ -74,17 +74,26 @@ PairCheck check_pair(const EngineSpec& engine, const BackendSpec& backend, const
 
 // The file to load: the GGUF the user gave (its first split, which llama.cpp follows to the rest), quoted for the
 // shell when it needs it; else the name a catalog model's GGUF is published under.
-std::string gguf_file_name(const ModelSpec& model, const std::string& weights) {
-  if (model.file_paths.empty() || model.file_tensors.empty()) return model.name + "-" + weights + ".gguf";
-  const std::string& path = model.file_paths.front();
-  if (path.find_first_of(" \t'\"$`\\!*?&;|<>()") == std::string::npos) return path;
+std::string shell_word(const std::string& word) {
+  if (!word.empty() && word.find_first_of(" \t'\"$`\\!*?&;|<>()") == std::string::npos) return word;
   std::string quoted = "'";
-  for (char ch : path) quoted += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+  for (char ch : word) quoted += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
   return quoted + "'";
 }
 
+std::string gguf_file_name(const ModelSpec& model, const std::string& weights) {
+  if (model.file_paths.empty() || model.file_tensors.empty()) return model.name + "-" + weights + ".gguf";
+  return shell_word(model.file_paths.front());
+}
+
+// llama-server's model flag and value: a remote model as llama.cpp fetches it itself (-hf repo:quant, -mu URL).
+std::string model_flag(const ModelSpec& model, const std::string& weights) {
+  if (model.remote && !model.remote->llama_flag.empty()) return model.remote->llama_flag + " " + shell_word(model.remote->llama_value);
+  return "-m " + gguf_file_name(model, weights);
+}
+
 std::string launch_line(const ModelSpec& model, const Option& o, const Resolved& r, int default_ubatch, int default_batch) {
-  std::string line = fmt::format("llama-server -m {} -c {} -np {}", gguf_file_name(model, o.weights), o.ctx_size, r.n_parallel);
+  std::string line = fmt::format("llama-server {} -c {} -np {}", model_flag(model, o.weights), o.ctx_size, r.n_parallel);
   if (r.kv_unified) line += " -kvu";
   // kvplan owns placement: explicit -ngl with llama-server's own --fit turned off, so fit neither
   // moves layers nor shrinks the context behind the plan's back (common/fit.cpp).
