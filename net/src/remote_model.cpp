@@ -47,7 +47,8 @@ std::string escape_path(const std::string& path) {
   while (start <= path.size()) {
     const size_t end = std::min(path.find('/', start), path.size());
     char* e = curl_easy_escape(nullptr, path.c_str() + start, static_cast<int>(end - start));
-    out += (start ? "/" : "") + std::string(e ? e : "");
+    if (start) out += '/';
+    out += e ? e : "";
     curl_free(e);
     start = end + 1;
   }
