@@ -197,6 +197,16 @@ def plans(e: Env, c: server.Content) -> None:
     got, requests = served(c, "/cdn/test/big-GGUF/"), sum("big-Q4_K_M.gguf" in r and "/cdn/" in r for r in c.requests)
     print(f"      large header: {got} bytes read in {requests} range requests of a {len(big)}-byte file (header ~{header} bytes)")
     check(header < got <= 2 * header + FIRST_CHUNK and got < len(big), "hub GGUF with a large header: the header and no more than twice it was read")
+    i = e.run("inspect", "test/small-GGUF:Q4_K_M", "--json")
+    check(i.returncode == 0 and json.loads(i.stdout or "{}").get("source") == "hub", f"inspect reads a Hub repo ({i.stderr.strip()[:200]})")
+    try:
+        import jsonschema
+        jsonschema.validate(json.loads(r.stdout), json.loads((ROOT / "schema" / "plan.schema.json").read_text()))
+        check(True, "a remote plan's JSON validates against schema/plan.schema.json")
+    except ImportError:
+        print("skip  jsonschema is not installed")
+    except jsonschema.ValidationError as err:
+        check(False, f"a remote plan's JSON validates against schema/plan.schema.json: {err.message}")
     same_plan(e, "test/small-GGUF", str(local / "small-Q4_K_M.gguf"), "hub GGUF repo without a quant (llama.cpp's default Q4_K_M)")
     same_plan(e, "hf.co/test/small-GGUF:Q4_K_M", str(local / "small-Q4_K_M.gguf"), "hf.co/ spelling")
     p = e.run("--gpu", "24GB", "-hf", "test/small-GGUF:Q4_K_M", "--emit", "llama-server", "--accept-risk")
@@ -257,6 +267,7 @@ def errors(e: Env) -> None:
 
 def python_api(e: Env, pythonpath: str) -> None:
     code = ("import json, kvplan\n"
+            "assert kvplan.read_model('tiny:1b').name == 'tiny-1b'\n"
             "p = kvplan.plan(gpu='24GB', model='test/small-GGUF:Q4_K_M')\n"
             "print(p.to_json() if hasattr(p, 'to_json') else json.dumps(p.json))\n")
     env = dict(e.env, PYTHONPATH=pythonpath)
