@@ -1,6 +1,8 @@
 // libcurl GET with limits, and the on-disk cache of what was read (net/src/http.hpp).
 #include "http.hpp"
 
+#include <cctype>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -21,9 +23,11 @@ std::string env(const char* name) {
   return v ? v : "";
 }
 
+// huggingface_hub's constants._is_true: 1, ON, YES, TRUE in any case.
 bool env_true(const char* name) {
-  const std::string v = env(name);
-  return v == "1" || v == "true" || v == "TRUE" || v == "yes" || v == "ON" || v == "on";
+  std::string v = env(name);
+  for (auto& ch : v) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  return v == "1" || v == "ON" || v == "YES" || v == "TRUE";
 }
 
 // ---- cache: one body file and one meta file per (URL, range), named by a hash, the URL kept to check it ----
@@ -180,7 +184,7 @@ HttpReply fetch(const HttpGet& get, const HttpSettings& s) {
   if (t.too_large) throw HttpError(status, fmt::format("the reply is larger than {} MiB", get.max_bytes >> 20));
   if (rc == CURLE_OPERATION_TIMEDOUT) throw HttpError(0, fmt::format("timed out after {} s", s.timeout_s));
   if (rc == CURLE_TOO_MANY_REDIRECTS) throw HttpError(status, fmt::format("more than {} redirects", s.max_redirects));
-  if (rc != CURLE_OK) throw HttpError(status, fmt::format("{} ({})", curl_easy_strerror(rc), get.url));
+  if (rc != CURLE_OK) throw HttpError(status, curl_easy_strerror(rc));
   if (status < 200 || status >= 300) throw HttpError(status, fmt::format("HTTP {}", status));
   if (get.range) {
     if (status != 206) throw HttpError(status, "the server ignored Range");

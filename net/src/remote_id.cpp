@@ -58,7 +58,8 @@ std::optional<RemoteId> url(const std::string& text) {
   const size_t path = text.find('/', scheme);
   const std::string host = text.substr(scheme, path == std::string::npos ? std::string::npos : path - scheme);
   const std::string rest = path == std::string::npos ? "" : text.substr(path + 1);
-  if (text.size() > 2048 || text.find_first_of(" \t\r\n\"<>\\^`{|}") != std::string::npos) bad(text, "is not a URL kvplan reads");
+  const bool control = std::any_of(text.begin(), text.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; });
+  if (text.size() > 2048 || control || text.find_first_of(" \"<>\\^`{|}") != std::string::npos) bad(text, "is not a URL kvplan reads");
   const bool hub_host = host == "huggingface.co" || host == "hf.co" || host == "www.huggingface.co";
   if (hub_host && rest.find("/resolve/") == std::string::npos && rest.find("/blob/") == std::string::npos) {
     std::string repo = rest;

@@ -55,12 +55,18 @@ std::string escape_path(const std::string& path) {
   return out;
 }
 
+// A name from a server is shown to the user: no control characters (a terminal would obey them).
+bool printable(const std::string& s) {
+  return std::none_of(s.begin(), s.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; });
+}
+
 // One model's reads: the settings, the headers every request carries, and how errors name the model.
 struct Reader {
   HttpSettings settings = HttpSettings::from_environment();
   std::string id;
   std::vector<std::string> headers;
-  std::string denied_hint;  // said after a 401/403
+  std::string denied_hint;     // said after a 401/403
+  std::string not_found_hint;  // said after a 404
 
   HttpReply get(const std::string& url, const std::string& what, std::optional<ByteRange> range = std::nullopt,
                 std::uint64_t max_bytes = kMaxJsonBytes) const {
@@ -69,7 +75,8 @@ struct Reader {
     } catch (const HttpError& e) {
       std::string cause = e.what();
       if ((e.status == 401 || e.status == 403) && !denied_hint.empty()) cause += ": " + denied_hint;
-      if (e.status == 404) cause += " (not found)";
+      if (e.status == 404) cause += not_found_hint.empty() ? " (not found)" : ": " + not_found_hint;
+      if (e.status == 0 && !not_found_hint.empty()) cause += " (and no such file or folder here)";
       throw InputError("--model", id, fmt::format("reading {} ({}): {}", what, url, cause));
     }
   }
@@ -172,6 +179,11 @@ std::shared_ptr<ModelSpec> from_ggufs(const Reader& r, const std::vector<std::st
                                             const Catalog& catalog, const std::string& engine) {
   std::vector<GgufHeader> headers;
   for (size_t i = 0; i < urls.size(); ++i) headers.push_back(read_gguf(r, urls[i], names[i]));
+  // the files found by name must be the splits the first one says (llama.cpp refuses a mismatch on load)
+  const auto count = headers.front().metadata.find("split.count");
+  const auto* n = count == headers.front().metadata.end() ? nullptr : std::get_if<std::int64_t>(&count->second);
+  if (n ? *n != static_cast<std::int64_t>(urls.size()) : urls.size() > 1)
+    r.fail(fmt::format("{}: split.count is {} but {} split file(s) were found", names.front(), n ? *n : 1, urls.size()));
   try {
     return std::make_shared<ModelSpec>(model_from_gguf(headers, urls, catalog, catalog.engine(engine)));
   } catch (const InputError& e) {
@@ -196,7 +208,9 @@ struct Hub {
       const json j = json::parse(reply.body, nullptr, false);
       if (!j.is_array()) reader.fail(fmt::format("the Hub's file list of {} ({}) is not a JSON array", repo, url));
       for (const auto& e : j)
-        if (e.is_object() && e.value("type", "") == "file" && e.contains("path") && e["path"].is_string()) out.push_back(e["path"].get<std::string>());
+        if (e.is_object() && e.contains("type") && e["type"] == "file" && e.contains("path") && e["path"].is_string() &&
+            printable(e["path"].get<std::string>()))
+          out.push_back(e["path"].get<std::string>());
       url = reply.next_page;
     }
     return out;
@@ -274,6 +288,7 @@ std::shared_ptr<ModelSpec> load_hub(const RemoteId& id, const Catalog& catalog, 
   hub.reader.id = id.spelled;
   const std::string token = env("HF_TOKEN");
   if (!token.empty()) hub.reader.headers.push_back("Authorization: Bearer " + token);
+  hub.reader.not_found_hint = fmt::format("no such repo or file on {} (and no such file or folder here)", hub.endpoint);
   hub.reader.denied_hint = fmt::format("{} is gated or private, or does not exist: accept its terms at {}/{} and set HF_TOKEN to a token "
                                        "that can read it{}",
                                        id.repo, hub.endpoint, id.repo, token.empty() ? " (HF_TOKEN is not set)" : " (HF_TOKEN is set)");
@@ -343,10 +358,14 @@ std::shared_ptr<const ModelSpec> load_remote_model(const std::string& text, cons
   if (catalog.find_model(text)) return nullptr;  // the catalog answers without the network
   const std::optional<RemoteId> id = parse_remote_id(text);
   if (!id) return nullptr;
-  switch (id->kind) {
-    case RemoteId::Kind::hub: return load_hub(*id, catalog, engine);
-    case RemoteId::Kind::url: return load_url(*id, catalog, engine);
-    case RemoteId::Kind::ollama: return load_ollama(*id, catalog, engine);
+  try {
+    switch (id->kind) {
+      case RemoteId::Kind::hub: return load_hub(*id, catalog, engine);
+      case RemoteId::Kind::url: return load_url(*id, catalog, engine);
+      case RemoteId::Kind::ollama: return load_ollama(*id, catalog, engine);
+    }
+  } catch (const json::exception& e) {  // a JSON shape not checked field by field: still the server's bad input
+    throw InputError("--model", text, std::string("the server's JSON has a field of the wrong type: ") + e.what());
   }
   return nullptr;
 }
