@@ -261,6 +261,8 @@ def errors(e: Env) -> None:
     fails(e, b + "/files/none.gguf", "HTTP 404", "a URL that does not exist")
     fails(e, "test/garbage", "not a JSON array", "garbage JSON from the Hub")
     fails(e, "garbage:latest", "not JSON", "garbage JSON from the registry")
+    fails(e, "test/badtypes", "neither a GGUF nor a config.json", "a listing of the wrong JSON types (and a name with an escape)")
+    fails(e, "baddigest:latest", "names no model layer", "a registry manifest whose digest is not sha256 hex")
     fails(e, "nosuchmodel:7b", "HTTP 404", "an Ollama tag the registry does not have")
     fails(e, "bad owner/x", "not a Hugging Face repo id", "a malformed repo id (no request made)")
 

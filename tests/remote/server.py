@@ -166,6 +166,9 @@ def make_handler(content: Content) -> type[BaseHTTPRequestHandler]:
             if repo == "test/garbage":
                 self.send_bytes(b"{not json", "application/json")
                 return
+            if repo == "test/badtypes":  # JSON of the wrong shape: numbers where strings belong
+                self.send_json([{"type": 5, "path": 3}, {"type": "file", "path": ["x.gguf"]}, {"type": "file", "path": "a\x1b[2Jb.gguf"}])
+                return
             if repo not in content.repos:
                 self.send_error_status(404, "Repository not found")
                 return
@@ -220,6 +223,10 @@ def make_handler(content: Content) -> type[BaseHTTPRequestHandler]:
             if kind == "manifests":
                 if model == "garbage":
                     self.send_bytes(b"<html>not json", "application/json")
+                    return
+                if model == "baddigest":  # a digest that would walk out of the blob store
+                    self.send_json({"schemaVersion": 2, "layers": [{"mediaType": "application/vnd.ollama.image.model",
+                                                                    "digest": "sha256:../../etc/passwd", "size": 1}]})
                     return
                 data = content.ollama.get(f"{ns}/{model}:{ref}")
                 if data is None:
