@@ -181,7 +181,7 @@ HttpReply fetch(const HttpGet& get, const HttpSettings& s) {
   long status = 0;
   curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
   if (t.ignored_range) throw HttpError(200, "the server ignored Range (it began sending the whole file)");
-  if (t.too_large) throw HttpError(status, fmt::format("the reply is larger than {} MiB", get.max_bytes >> 20));
+  if (t.too_large) throw HttpError(status, fmt::format("the reply is larger than the {} bytes asked for or allowed", get.max_bytes));
   if (rc == CURLE_OPERATION_TIMEDOUT) throw HttpError(0, fmt::format("timed out after {} s", s.timeout_s));
   if (rc == CURLE_TOO_MANY_REDIRECTS) throw HttpError(status, fmt::format("more than {} redirects", s.max_redirects));
   if (rc != CURLE_OK) throw HttpError(status, curl_easy_strerror(rc));
