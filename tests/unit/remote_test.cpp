@@ -2,7 +2,12 @@
 // catalog names or paths. The reading itself is tested against a loopback server (tests/remote).
 #include <catch2/catch.hpp>
 
+#include <fstream>
+#include <iterator>
+#include <vector>
+
 #include "kvplan/error.hpp"
+#include "kvplan/model_file.hpp"
 #include "kvplan/remote.hpp"
 
 using kvplan::net::parse_remote_id;
@@ -45,4 +50,25 @@ TEST_CASE("remote ids: malformed remote shapes are refused before any request", 
   for (const char* bad : {"a--b/c", "-a/b", "a/b.", "owner/ repo", "a/b:Q4 K", "a/b:", "x:", ":7b", "https://host/model.bin",
                           "https://host/a b.gguf", "hf.co/a/b/c"})
     CHECK_THROWS_AS(parse_remote_id(bad), kvplan::InputError);
+}
+
+TEST_CASE("parse_gguf_prefix: a prefix asks for more until the header is whole, then equals the full parse", "[remote]") {
+  std::ifstream in(std::string(KVPLAN_SOURCE_DIR) + "/tests/fuzz/seeds/llama-small.gguf", std::ios::binary);
+  const std::vector<std::uint8_t> file{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  REQUIRE(file.size() > 1000);
+  const kvplan::GgufHeader full = kvplan::parse_gguf_header(file.data(), file.size(), file.size(), "full");
+  std::size_t first_whole = 0;
+  for (std::size_t n = 0; n <= file.size() && !first_whole; ++n) {
+    const kvplan::GgufPrefix p = kvplan::parse_gguf_prefix(file.data(), n, file.size() + (4 << 20), "prefix");
+    if (p.header) first_whole = n;
+    else REQUIRE(p.need > n);  // it always asks for more than it has
+  }
+  CHECK(first_whole > 24);
+  CHECK(first_whole <= full.data_offset);
+  const kvplan::GgufPrefix whole = kvplan::parse_gguf_prefix(file.data(), first_whole, file.size(), "prefix");
+  REQUIRE(whole.header);
+  CHECK(whole.header->tensors.size() == full.tensors.size());
+  CHECK(whole.header->data_offset == full.data_offset);
+  // a file that ends inside its header is refused as truncated, not asked for more
+  CHECK_THROWS_AS(kvplan::parse_gguf_prefix(file.data(), 300, 300, "cut"), kvplan::InputError);
 }
