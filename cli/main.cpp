@@ -80,7 +80,8 @@ int run(int argc, char** argv) {
   std::string split_mode = "layer", device_draft;
   app.add_option("--split-mode", split_mode, "several GPUs: layer (default) or none (the main GPU alone); row is not modelled");
   app.add_option("--device-draft", device_draft, "the draft model's device; kvplan plans it on the main GPU (CUDA0)");
-  app.add_option("--model", model, "model name, alias or HF id (see `kvplan models`)");
+  app.add_option("--model", model, "catalog name, alias or HF id (see `kvplan models`), a GGUF/config.json file or folder, "
+                                   "or read remotely, header only: owner/repo[:quant], an https://…/file.gguf URL, an Ollama tag");
   app.add_option("--task", task, "task profile: general (default), agentic, coding, rag, chat, summarization, creative, reasoning");
   app.add_option("--weights", weights, "GGUF weight format, e.g. Q4_K_M");
   app.add_option("--ctx-size,--ctx", ctx, "pin the context length in tokens (llama.cpp -c)");
