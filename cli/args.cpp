@@ -16,7 +16,9 @@ const std::map<std::string, std::string>& llama_long_names() {
       {"-ngl", "--n-gpu-layers"}, {"-ts", "--tensor-split"}, {"-m", "--model"},          {"-sm", "--split-mode"},
       {"-nkvo", "--no-kv-offload"}, {"-ot", "--override-tensor"}, {"-cmoe", "--cpu-moe"}, {"-ncmoe", "--n-cpu-moe"},
       {"-md", "--model-draft"}, {"-ctkd", "--cache-type-k-draft"}, {"-ctvd", "--cache-type-v-draft"},
-      {"-ngld", "--n-gpu-layers-draft"}, {"-mm", "--mmproj"}, {"-devd", "--device-draft"}, {"-fit", "--fit"}, {"-fitt", "--fit-target"}, {"-fitc", "--fit-ctx"}};
+      {"-ngld", "--n-gpu-layers-draft"}, {"-mm", "--mmproj"}, {"-devd", "--device-draft"}, {"-fit", "--fit"}, {"-fitt", "--fit-target"}, {"-fitc", "--fit-ctx"},
+      // llama.cpp's remote model flags: -hf repo:quant and -mu URL name what --model reads remotely (kvplan/remote.hpp)
+      {"-hf", "--model"}, {"-hfr", "--model"}, {"--hf-repo", "--model"}, {"-mu", "--model"}, {"--model-url", "--model"}};
   return long_names;
 }
 }  // namespace

@@ -14,6 +14,7 @@
 #include "args.hpp"
 #include "gpu_detect.hpp"
 #include "host_memory.hpp"
+#include "model_source.hpp"
 #include "kvplan/kvplan.hpp"
 #include "render.hpp"
 
@@ -92,7 +93,8 @@ int run(int argc, char** argv) {
   std::string split_mode = "layer", device_draft;
   app.add_option("--split-mode", split_mode, "several GPUs: layer (default) or none (the main GPU alone); row is not modelled");
   app.add_option("--device-draft", device_draft, "the draft model's device; kvplan plans it on the main GPU (CUDA0)");
-  app.add_option("--model", model, "model name, alias or HF id (see `kvplan models`)");
+  app.add_option("--model", model, "catalog name, alias or HF id (see `kvplan models`), a GGUF/config.json file or folder, "
+                                   "or read remotely, header only: owner/repo[:quant], an https://…/file.gguf URL, an Ollama tag");
   app.add_option("--task", task, "task profile: general (default), agentic, coding, rag, chat, summarization, creative, reasoning");
   app.add_option("--weights", weights, "GGUF weight format, e.g. Q4_K_M");
   app.add_option("--ctx-size,--ctx", ctx, "pin the context length in tokens (llama.cpp -c): 32768, 32k, 128K");
@@ -220,7 +222,8 @@ int run(int argc, char** argv) {
                                     {"--mmproj", &mmproj}, {"--priors", &priors_file}}) {
     std::error_code ec;
     const bool file_flag = flag == "--mmproj" || flag == "--priors";
-    if (!value->empty() && (file_flag || kvplan::cli::looks_like_path(*value)) && !std::filesystem::exists(*value, ec))
+    const bool remote = flag == "--model" && kvplan::cli::remote_shaped(*value);
+    if (!value->empty() && !remote && (file_flag || kvplan::cli::looks_like_path(*value)) && !std::filesystem::exists(*value, ec))
       throw InputError(flag, *value, "no such file");
   }
   for (const auto& d : data_dirs) {
@@ -285,7 +288,8 @@ int run(int argc, char** argv) {
   // Model files are read with llama.cpp's architecture table whatever the engine (an unknown engine fails here).
   const std::string arch_engine = catalog.runtime(engine) ? "llama.cpp" : engine;
   if (inspect_cmd->parsed()) {
-    const auto spec = kvplan::load_model_file(inspect_path, catalog, arch_engine);
+    auto spec = kvplan::cli::read_model(inspect_path, catalog, arch_engine);
+    if (!spec) spec = kvplan::load_model_file(inspect_path, catalog, arch_engine);  // says what is wrong
     std::cout << (json ? kvplan::model_to_json(*spec) : kvplan::cli::render_inspect(*spec));
     return 0;
   }
@@ -342,7 +346,7 @@ int run(int argc, char** argv) {
   req.backend = backend;
   detect_gpus_if_asked(catalog, req, gpus, free_auto);
   std::error_code ec;
-  if (!req.model.empty() && std::filesystem::exists(req.model, ec)) req.model_spec = kvplan::load_model_file(req.model, catalog, arch_engine);
+  req.model_spec = kvplan::cli::read_model(req.model, catalog, arch_engine);
   if (!spec_type.empty() && model_draft.empty()) throw InputError("--spec-type", spec_type, "needs a draft model (--model-draft)");
   req.model_draft = model_draft;
   if (!model_draft.empty() && std::filesystem::exists(model_draft, ec))

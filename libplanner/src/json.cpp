@@ -79,7 +79,7 @@ json model_json(const ModelSpec& m) {
             {"name", m.name},
             {"hf_id", m.hf_id},
             {"arch", m.arch},
-            {"source", m.file_paths.empty() ? "catalog" : (m.file_tensors.empty() ? "config.json" : "gguf")},
+            {"source", m.remote ? m.remote->kind : m.file_paths.empty() ? "catalog" : (m.file_tensors.empty() ? "config.json" : "gguf")},
             {"params", m.params},
             {"layers", m.layers},
             {"layer_kinds", layers},

@@ -23,7 +23,9 @@ std::vector<std::string> request_args(const Request& r) {
   auto flag = [&](const std::string& f, bool on) { if (on) a.push_back(f); };
   put("--gpu", r.gpu);
   for (const auto& g : r.extra_gpus) put("--gpu", g);
-  put("--model", r.model_spec && !r.model_spec->file_paths.empty() ? r.model_spec->file_paths.front() : r.model);
+  put("--model", r.model_spec && r.model_spec->remote           ? r.model_spec->remote->id
+                 : r.model_spec && !r.model_spec->file_paths.empty() ? r.model_spec->file_paths.front()
+                                                                     : r.model);
   put("--task", r.task);
   if (r.engine != "llama.cpp") put("--engine", r.engine);
   put_str("--backend", r.backend);

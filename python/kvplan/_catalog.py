@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -265,11 +266,18 @@ def model(name: str, data: PathLike | Sequence[PathLike] | None = None) -> Model
 def read_model(path: PathLike, engine: str | None = None, data: PathLike | Sequence[PathLike] | None = None) -> Model:
     """A model read from a GGUF file (split files followed), a config.json or a folder holding one: `kvplan inspect`.
 
-    Only the header of a GGUF is read. kvplan.plan(model=path) plans for the same model.
+    Only the header of a GGUF is read. kvplan.plan(model=path) plans for the same model. A Hub repo id
+    ("owner/repo", "owner/repo-GGUF:Q4_K_M"), a GGUF URL or an Ollama tag is read over HTTP, header only
+    (docs/remote.md).
     """
-    file = checked_path("model", path, "the path of a GGUF file, config.json or model folder")
     name = _core.Request().engine if engine is None else \
         _lookup_name("--engine", engine, "an engine such as llama.cpp, ollama or vllm")
+    if isinstance(path, str) and not os.path.exists(path) and _core.is_remote_model(path):
+        cat = catalog(data)
+        remote = _core.load_remote_model(path, cat, arch_engine(cat, name))
+        if remote is not None:
+            return Model._from_core(remote)
+    file = checked_path("model", path, "the path of a GGUF file, config.json or model folder")
     cat = catalog(data)
     # model files are read with llama.cpp's architecture table whatever the engine
     return Model._from_core(_core.load_model_file(file, cat, arch_engine(cat, name)))

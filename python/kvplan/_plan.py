@@ -540,7 +540,9 @@ def plan(gpu: str | Sequence[str] | None = None, model: PathLike | None = None, 
     gpu: a catalog name ("rtx4090", "RTX 3090") or a size ("24GB" = 24 GiB), or "auto" for this machine's GPUs
     (free="auto": what is free on them now; README "--gpu auto"). model: a catalog name, alias or
     Hugging Face id, a GGUF file name ("Qwen3-8B-Q6_K.gguf", model and weights), or the path of a GGUF file,
-    config.json or model folder, read as the CLI reads it (see read_model). task: general (default), agentic,
+    config.json or model folder, read as the CLI reads it (see read_model), or a Hub repo id ("owner/repo",
+    "owner/repo-GGUF:Q4_K_M"), an https://…/file.gguf URL or an Ollama tag ("qwen2.5-coder:32b"), read over
+    HTTP header only (docs/remote.md). task: general (default), agentic,
     coding, rag, chat, summarization, creative, reasoning.
 
     The other keywords are the CLI's flags with llama.cpp's names (ctx_size is -c, cache_type_k -ctk,

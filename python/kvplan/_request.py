@@ -273,6 +273,8 @@ def model_name_or_file(keyword: str, value: object) -> str:
     _text(f, value, MAX_PATH, "a path")
     if value and os.path.exists(value):
         return value
+    if keyword == "model" and _core.is_remote_model(value):  # a Hub repo, GGUF URL or Ollama tag (kvplan/remote.hpp)
+        return value
     if looks_like_path(value) or (os.sep != "/" and os.sep in value):
         fail(f, value, "no such file")
     if len(value) > MAX_NAME:
@@ -447,6 +449,8 @@ def request(cat: _core.Catalog, **given: object) -> _core.Request:
     model = values.get("model")
     if isinstance(model, str) and model and os.path.exists(model):
         req.model_spec = _core.load_model_file(model, cat, files)
+    elif isinstance(model, str) and model:
+        req.model_spec = _core.load_remote_model(model, cat, files)  # None: a catalog name
     draft = values.pop("model_draft", None)
     if isinstance(draft, str):
         if draft and os.path.exists(draft):

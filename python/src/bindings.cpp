@@ -143,6 +143,7 @@ std::string joined(const std::vector<std::string>& dirs) {
 }  // namespace
 
 void bind_detect(py::module_& m);  // python/src/detect.cpp: --gpu auto / --free auto
+void bind_remote(py::module_& m, void (*require_utf8)(const std::string&, const std::string&, const ModelSpec&));  // remote_bindings.cpp
 
 PYBIND11_MODULE(_core, m) {
   m.doc() = "kvplan's C++ planner (libplanner). Private: use the kvplan package.";
@@ -493,6 +494,7 @@ PYBIND11_MODULE(_core, m) {
         },
         py::arg("path"), py::arg("catalog"), py::arg("engine") = "llama.cpp", py::arg("field") = "--model");
   m.def("model_to_json", &model_to_json, py::arg("model"), py::arg("indent") = 2);
+  bind_remote(m, &require_utf8);
   py::class_<ProjectorSpec, std::shared_ptr<ProjectorSpec>>(m, "ProjectorSpec")
       .def_readonly("path", &ProjectorSpec::path)
       .def_readonly("projector_type", &ProjectorSpec::projector_type)

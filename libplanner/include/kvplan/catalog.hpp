@@ -92,6 +92,14 @@ struct ModelSpec {
   std::string file_quant_label;        // a custom mix named in the file name ("UD-Q4_K_XL": Unsloth Dynamic), else ""
   std::vector<std::string> file_paths; // every split
   std::vector<std::string> fields_used, fields_assumed;  // config.json input: what was read and what was assumed
+  // Read over the network (the remote adapter, net/): where from, and how the launch lines name it instead of
+  // a local file. kind: "hub" (a Hugging Face repo), "url" (a GGUF by URL) or "ollama" (a registry tag).
+  struct Remote {
+    std::string kind, id;                // id: what --model said, e.g. unsloth/Qwen3-30B-A3B-GGUF:Q4_K_M
+    std::string llama_flag, llama_value; // llama-server's model flag: -hf repo:quant, -mu URL, -m blob ("" = none)
+    std::string ollama_from;             // a Modelfile's FROM: hf.co/repo:quant, the Ollama tag ("" = ./file.gguf)
+  };
+  std::optional<Remote> remote;
 
   bool is_sliding(int il) const {
     if (!sliding_layers.empty()) return il < static_cast<int>(sliding_layers.size()) && sliding_layers[il] != 0;

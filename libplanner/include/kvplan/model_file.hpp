@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -40,6 +41,14 @@ struct GgufHeader {
 // InputError naming `name` for anything that is not a well-formed GGUF.
 GgufHeader parse_gguf_header(const std::uint8_t* data, std::size_t size, std::uint64_t file_size, const std::string& name);
 
+// The same for a reader that holds only a prefix of the file (a remote one, fetching by range): no header and
+// `need` set to the bytes the header needs at least when the prefix ends inside it; throws as above otherwise.
+struct GgufPrefix {
+  std::optional<GgufHeader> header;
+  std::uint64_t need = 0;
+};
+GgufPrefix parse_gguf_prefix(const std::uint8_t* data, std::size_t size, std::uint64_t file_size, const std::string& name);
+
 // Read a GGUF file's header (reading only as much of the file as the header takes, at most 256 MiB).
 // `field` names the flag the path came from in errors.
 GgufHeader read_gguf_header(const std::string& path, const std::string& field = "--model");
@@ -48,6 +57,12 @@ GgufHeader read_gguf_header(const std::string& path, const std::string& field = 
 // The result carries the exact tensors (GGUF) or the fields used and assumed (config.json).
 std::shared_ptr<const ModelSpec> load_model_file(const std::string& path, const Catalog& catalog,
                                                  const std::string& engine = "llama.cpp");
+
+// A model from the text of a Hugging Face config.json (and of its safetensors index, when there is one), as
+// load_model_file reads a folder; `path` names the file in errors and gives the model id (its folder's name).
+std::shared_ptr<const ModelSpec> model_from_config_json(const std::string& config_text, const std::optional<std::string>& index_text,
+                                                        const std::string& path, const Catalog& catalog,
+                                                        const std::string& engine = "llama.cpp");
 
 // A vision projector GGUF (general.architecture "clip"), header only: its tensors and vision encoder shape.
 std::shared_ptr<const ProjectorSpec> load_projector_file(const std::string& path, const Catalog& catalog);

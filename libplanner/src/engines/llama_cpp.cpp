@@ -87,8 +87,14 @@ std::string gguf_file_name(const ModelSpec& model, const std::string& weights) {
   return shell_quoted(model.file_paths.front());
 }
 
+// llama-server's model flag and value: a remote model as llama.cpp fetches it itself (-hf repo:quant, -mu URL).
+std::string model_flag(const ModelSpec& model, const std::string& weights) {
+  if (model.remote && !model.remote->llama_flag.empty()) return model.remote->llama_flag + " " + shell_quoted(model.remote->llama_value);
+  return "-m " + gguf_file_name(model, weights);
+}
+
 std::string launch_line(const ModelSpec& model, const Option& o, const Resolved& r, int default_ubatch, int default_batch) {
-  std::string line = fmt::format("llama-server -m {} -c {} -np {}", gguf_file_name(model, o.weights), o.ctx_size, r.n_parallel);
+  std::string line = fmt::format("llama-server {} -c {} -np {}", model_flag(model, o.weights), o.ctx_size, r.n_parallel);
   if (r.kv_unified) line += " -kvu";
   // kvplan owns placement: explicit -ngl with llama-server's own --fit turned off, so fit neither
   // moves layers nor shrinks the context behind the plan's back (common/fit.cpp).

@@ -110,7 +110,9 @@ std::vector<Launch> runtime_launches(const RuntimeProfile& rt, const ModelSpec& 
     out.push_back({"ollama-env", fmt::format("OLLAMA_FLASH_ATTENTION={} OLLAMA_KV_CACHE_TYPE={} OLLAMA_NUM_PARALLEL={} "
                                              "OLLAMA_CONTEXT_LENGTH={} ollama serve",
                                              o.flash_attn ? 1 : 0, o.cache_type_k, seqs, o.ctx_per_slot)});
-    std::string modelfile = fmt::format("FROM ./{}\nPARAMETER num_ctx {}", gguf_file_name(m, o.weights), o.ctx_per_slot);
+    const bool tagged = m.remote && !m.remote->ollama_from.empty();  // Ollama pulls it by name itself
+    std::string modelfile = fmt::format("FROM {}\nPARAMETER num_ctx {}", tagged ? m.remote->ollama_from : "./" + gguf_file_name(m, o.weights),
+                                        o.ctx_per_slot);
     if (r.n_gpu_layers && *r.n_gpu_layers >= 0 && *r.n_gpu_layers <= m.layers) modelfile += fmt::format("\nPARAMETER num_gpu {}", *r.n_gpu_layers);
     out.push_back({"modelfile", modelfile});
     return out;

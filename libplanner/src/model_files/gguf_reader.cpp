@@ -198,6 +198,14 @@ GgufHeader parse_gguf_header(const std::uint8_t* data, std::size_t size, std::ui
   return h;
 }
 
+GgufPrefix parse_gguf_prefix(const std::uint8_t* data, std::size_t size, std::uint64_t file_size, const std::string& name) {
+  try {
+    return {parse_gguf_header(data, size, file_size, name), 0};
+  } catch (const Cursor::NeedMore& more) {
+    return {std::nullopt, more.bytes};
+  }
+}
+
 GgufHeader read_gguf_header(const std::string& path, const std::string& field) {
   detail::require_regular_file(path, field, ~std::uint64_t{0});  // a pipe would block the read
   std::ifstream in(path, std::ios::binary);

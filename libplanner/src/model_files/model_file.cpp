@@ -136,16 +136,24 @@ double number_field(const json& obj, const char* key, const std::string& file, d
   return obj[key].get<double>();
 }
 
-std::shared_ptr<const ModelSpec> load_config_json(const std::string& text, const fs::path& config, const Catalog& catalog,
-                                                  const EngineSpec& engine);
+std::shared_ptr<const ModelSpec> load_config_json(const std::string& text, const std::optional<std::string>& index_text,
+                                                  const fs::path& config, const Catalog& catalog, const EngineSpec& engine);
+
+// The text of model.safetensors.index.json beside a config.json, when there is one.
+std::optional<std::string> index_beside(const fs::path& config) {
+  const fs::path index = config.parent_path() / "model.safetensors.index.json";
+  std::error_code ec;
+  if (!fs::exists(index, ec)) return std::nullopt;
+  return detail::read_text_file(index.string(), "--model", detail::kMaxConfigBytes);
+}
 
 std::shared_ptr<const ModelSpec> load_config(const fs::path& config, const Catalog& catalog, const EngineSpec& engine) {
   const std::string text = detail::read_text_file(config.string(), "--model", detail::kMaxConfigBytes);
   return detail::model_from_config_text(text, config.string(), catalog, engine);
 }
 
-std::shared_ptr<const ModelSpec> load_config_json(const std::string& text, const fs::path& config, const Catalog& catalog,
-                                                  const EngineSpec& engine) {
+std::shared_ptr<const ModelSpec> load_config_json(const std::string& text, const std::optional<std::string>& index_text,
+                                                  const fs::path& config, const Catalog& catalog, const EngineSpec& engine) {
   json root;
   try {
     root = json::parse(text);
@@ -264,9 +272,8 @@ std::shared_ptr<const ModelSpec> load_config_json(const std::string& text, const
   }
   // Parameters: the safetensors index total_size (bytes) over the checkpoint dtype, else computed later.
   const fs::path index = config.parent_path() / "model.safetensors.index.json";
-  std::error_code ec;
-  if (fs::exists(index, ec)) {
-    const json j = json::parse(detail::read_text_file(index.string(), "--model", detail::kMaxConfigBytes), nullptr, false);
+  if (index_text) {
+    const json j = json::parse(*index_text, nullptr, false);
     if (j.is_discarded() || !j.is_object()) throw InputError(index.string(), "", "malformed JSON (a safetensors index must be a JSON object)");
     if (j.contains("metadata") && j["metadata"].is_object() && j["metadata"].contains("total_size") && !j["metadata"]["total_size"].is_null()) {
       const json& ts = j["metadata"]["total_size"];
@@ -306,12 +313,21 @@ namespace detail {
 std::shared_ptr<const ModelSpec> model_from_config_text(const std::string& text, const std::string& path, const Catalog& catalog,
                                                         const EngineSpec& engine) {
   try {
-    return load_config_json(text, path, catalog, engine);
+    return model_from_config_json(text, index_beside(path), path, catalog, engine.id);
   } catch (const json::exception& e) {  // a JSON type kvplan did not check field by field: still bad input
     throw InputError(path, "", std::string("config.json has a field of the wrong JSON type: ") + e.what());
   }
 }
 }  // namespace detail
+
+std::shared_ptr<const ModelSpec> model_from_config_json(const std::string& config_text, const std::optional<std::string>& index_text,
+                                                        const std::string& path, const Catalog& catalog, const std::string& engine) {
+  try {
+    return load_config_json(config_text, index_text, path, catalog, catalog.engine(engine));
+  } catch (const json::exception& e) {  // a JSON type kvplan did not check field by field: still bad input
+    throw InputError(path, "", std::string("config.json has a field of the wrong JSON type: ") + e.what());
+  }
+}
 
 std::shared_ptr<const ModelSpec> load_model_file(const std::string& path, const Catalog& catalog, const std::string& engine_id) {
   const EngineSpec& engine = catalog.engine(engine_id);
