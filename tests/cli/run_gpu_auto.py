@@ -88,9 +88,15 @@ def main() -> int:
 
     amd = {"STANDIN_ROCM_SMI": str(RECORDED / "rocm_smi_csv_rx7900xt.txt")}
     doc = plan_json(["--gpu", "auto", "--model", "qwen3-8b"], amd)
-    check("rocm-smi: a card outside the catalog is a ROCm device of its size",
-          doc["resolved"]["backend"] == "rocm" and doc["pools"][0]["capacity_bytes"] == 21458059264
-          and doc["pools"][0]["detected"].startswith("Radeon RX 7900 XT via rocm-smi; not in kvplan's catalog"),
+    check("rocm-smi: an RX 7900 XT is the catalog's entry",
+          doc["resolved"]["backend"] == "rocm" and doc["pools"][0]["device"] == "AMD Radeon RX 7900 XT"
+          and doc["pools"][0]["detected"].startswith("Radeon RX 7900 XT via rocm-smi"),
+          json.dumps(doc["pools"][0])[:300])
+    navi = {"STANDIN_ROCM_SMI": str(RECORDED / "rocm_smi_csv_rx6800_raphael.txt")}
+    doc = plan_json(["--gpu", "auto", "--model", "qwen3-8b"], navi)
+    check("rocm-smi: a card outside the catalog is a ROCm device of its size (the 64 MiB iGPU skipped)",
+          doc["resolved"]["backend"] == "rocm" and doc["pools"][0]["capacity_bytes"] == 17163091968
+          and "not in kvplan's catalog" in doc["pools"][0]["detected"],
           json.dumps(doc["pools"][0])[:300])
 
     with tempfile.TemporaryDirectory() as t:

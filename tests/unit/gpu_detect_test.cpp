@@ -116,11 +116,12 @@ TEST_CASE("Apple sysctl: RAM, chip and the wired limit; an Intel Mac is no Apple
   REQUIRE(raised);
   CHECK(raised->total_bytes == 114688 * kMiB);
   CHECK(raised->wired_limit);
-  // Recordings of two machines combined (each a real output): an M1 Pro with 32 GiB is not in the catalog.
+  // Recordings of two machines combined (each a real output): an M1 Pro with 32 GiB, the catalog's m1pro-32gb.
   const auto m1pro = parse_apple_sysctl(recorded("sysctl_n_memsize_m2pro_32g.txt"), "", recorded("sysctl_n_brand_m1pro.txt"));
   REQUIRE(m1pro);
   CHECK(m1pro->total_bytes == 25559 * kMiB);
-  CHECK_FALSE(match_catalog_gpu(catalog(), *m1pro));
+  REQUIRE(match_catalog_gpu(catalog(), *m1pro));
+  CHECK(match_catalog_gpu(catalog(), *m1pro)->id == "m1pro-32gb");
   CHECK_FALSE(parse_apple_sysctl("17179869184\n", "0\n", "Intel(R) Core(TM) i7-9750H CPU @ 2.60GHz\n"));
   CHECK_FALSE(parse_apple_sysctl("sysctl: unknown oid 'hw.memsize'", "0", "Apple M4 Max"));
   CHECK_FALSE(parse_apple_sysctl(m4max_ram, "999999999", "Apple M4 Max"));  // a limit above the RAM
@@ -135,10 +136,11 @@ TEST_CASE("catalog match: driver name and memory; cards sharing a name differ by
   CHECK(match("NVIDIA H100 80GB HBM3", 81559) == "h100-sxm");
   CHECK(match("NVIDIA L40S", 46068) == "l40s");
   CHECK(match("NVIDIA GeForce RTX 3060", 12288) == "rtx3060-12gb");
-  CHECK(match("NVIDIA GeForce RTX 3060", 8192) == "none");  // the 8 GB card shares the name, not the entry
+  CHECK(match("NVIDIA GeForce RTX 3060", 8192) == "rtx3060-8gb");  // the 8 GB card shares the name, not the entry
   CHECK(match("NVIDIA L40S", 46068, "rocm") == "none");
   CHECK(match("Radeon RX 7900 XTX", 24560, "rocm") == "rx7900xtx");  // rocm-smi leaves out "AMD"
-  CHECK(match("Radeon RX 7900 XT", 20464, "rocm") == "none");        // the XT is not the XTX
+  CHECK(match("Radeon RX 7900 XT", 20464, "rocm") == "rx7900xt");    // the XT is not the XTX
+  CHECK(match("Navi 21 [Radeon RX 6800/6800 XT / 6900 XT]", 16368, "rocm") == "none");  // RX 6000 cards: not in the catalog
 }
 
 TEST_CASE("apply_detection: catalog ids, or sizes with the detected backend, each device labelled", "[gpu_detect]") {

@@ -73,8 +73,11 @@ TEST_CASE("ranked options: all fit, none is dominated by one ranked below it", "
           const Option& hi = p.options[a];
           const Option& lo = p.options[b];
           const int chi = std::min(hi.ctx_per_slot, target), clo = std::min(lo.ctx_per_slot, target);
-          // tiers come first (docs/ranking.md §6): an option rated avoid never outranks one that is not
-          const bool same_tier = (lo.quality.risk == Risk::avoid) == (hi.quality.risk == Risk::avoid);
+          // tiers come first (docs/ranking.md §5): an option rated avoid never outranks one that is not, and with K free
+          // keys at the prior's low_bits come after higher ones (q5_1 K before q4_0 K even where q4_0's band is narrower)
+          const double low = c.prior.low_bits;
+          const bool same_tier = (lo.quality.risk == Risk::avoid) == (hi.quality.risk == Risk::avoid) &&
+                                 (c.prior.type(lo.cache_type_k).k_bits <= low) == (c.prior.type(hi.cache_type_k).k_bits <= low);
           const bool dominated = same_tier && clo >= chi && loss(lo) <= loss(hi) && lo.pools.front().headroom >= hi.pools.front().headroom &&
                                  speed(lo) >= speed(hi) &&
                                  (clo > chi || loss(lo) < loss(hi) || lo.pools.front().headroom > hi.pools.front().headroom ||

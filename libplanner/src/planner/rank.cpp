@@ -63,6 +63,8 @@ std::string reason_for(const Setup& s, const Option& o) {
 namespace {
 constexpr double kWeightContext = 0.05;  // half the target context costs as much as +3.5 % loss
 constexpr double kWeightSlow = 0.25;     // half the floor's speed costs as much as +19 % loss
+constexpr double kStepSlow = 0.01;       // and falling below the floor at all costs +1 % at once: a little under it
+                                         // loses to just over it at nearly the same loss
 constexpr double kWeightFast = 0.02;     // twice the floor's speed is worth 1.4 % loss
 constexpr double kWeightTtft = 0.025;    // twice the first-token limit costs +1.7 % loss: less than halving context
 constexpr double kFastCap = 4;
@@ -79,7 +81,7 @@ double objective(const Setup& s, const Option& o, bool max_context) {
   score -= std::log1p(cautious_loss(o));
   const double floor = s.task->decode_floor_tps;
   if (o.decode_tps > 0 && floor > 0) {
-    if (o.decode_tps < floor) score -= kWeightSlow * std::log(floor / o.decode_tps);
+    if (o.decode_tps < floor) score -= kStepSlow + kWeightSlow * std::log(floor / o.decode_tps);
     else score += kWeightFast * std::log(std::min(o.decode_tps, kFastCap * floor) / floor);
   } else if (o.decode_relative < 1) {
     score += kWeightSlow * std::log(o.decode_relative);  // speed unknown: what RAM costs against device memory
