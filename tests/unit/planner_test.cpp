@@ -249,7 +249,7 @@ TEST_CASE("bad input: unknown names suggest, impossible values name the field") 
   r.cache_type_k = "q4_k";
   CHECK_THROWS_AS(plan(kvtest::catalog(), r), InputError);
   r = mission();
-  r.ctx_size = 1 << 20;
+  r.ctx_size = (1 << 28) + 1;  // past any model's window for 16 slots: a typo
   CHECK_THROWS_AS(plan(kvtest::catalog(), r), InputError);
   r = mission();
   r.free = 100LL << 20;
