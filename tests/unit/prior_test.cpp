@@ -61,6 +61,14 @@ std::vector<std::map<std::string, std::string>> read_csv(const std::filesystem::
   }
   return rows;
 }
+
+// A row's measured loss in the model's unit (tools/fit_priors.py nats()): ln(PPL_Q/PPL_base) for the
+// perplexity-class rows (relative perplexity, KLD mapped by exp(KLD - floor) - 1, NLL), accuracy drops as they are.
+double measured_in_model_unit(const std::map<std::string, std::string>& r) {
+  const double m = std::max(0.0, std::stod(r.at("measured")));
+  const std::string& kind = r.at("kind");
+  return kind == "ppl" || kind == "ctx_growth" || kind == "kld" || kind == "nll" ? std::log1p(m) : m;
+}
 }  // namespace
 
 TEST_CASE("LLaMA-3-8B q8_0/q8_0: PR #7412's +0.035% is within its noise of the 80% interval; free") {
@@ -460,15 +468,18 @@ TEST_CASE("an extrapolated estimate carries its analogs' band: the prior's inter
             const bool k_unquantized = row.at("k_type") == "f16" || row.at("k_type") == "bf16" || row.at("k_type") == "f32";
             CHECK(k_unquantized == (std::string(k) == "f16"));
             if (row.at("saturate") == "yes" || !row.at("base_k_type").empty()) { plain = false; continue; }
-            const double r = std::max(0.0, std::stod(row.at("measured"))) / std::stod(row.at("predicted"));
+            // the noise-floored ratio (tools/fit_priors.py miss_ratio): a row within its noise says "small"
+            const double noise = std::stod(row.at("noise"));
+            const double r = (measured_in_model_unit(row) + noise) / (std::stod(row.at("predicted")) + noise);
             hi = std::max(hi, r);
             lo = std::min(lo, r);
           }
           if (!plain) continue;
           const double cache = q.task_factor * q.weights_factor * q.kv_loss;  // F16 weights: no weights part
           REQUIRE(cache > 0);
-          CHECK(q.high / cache == Approx(std::max(hi, 1.0) * c.prior.interval_high).epsilon(1e-3));
-          CHECK(q.low / cache == Approx(std::min(lo, 1.0) * c.prior.interval_low).epsilon(1e-3).margin(1e-9));
+          // 5e-3: prior.yaml and fit_residuals.csv print loss, measured and noise to 4-6 and 3 significant digits
+          CHECK(q.high / cache == Approx(std::max(hi, 1.0) * c.prior.interval_high).epsilon(5e-3));
+          CHECK(q.low / cache == Approx(std::min(lo, 1.0) * c.prior.interval_low).epsilon(5e-3).margin(1e-9));
           CHECK(q.low <= q.expected_loss);
           CHECK(q.expected_loss <= q.high);
           ++checked;
@@ -476,4 +487,150 @@ TEST_CASE("an extrapolated estimate carries its analogs' band: the prior's inter
   CHECK(checked > 100);
   INFO("largest predicted cache loss at >= 7B, 4 bits or more: " << worst_7b * 100 << "% (" << worst_what << ")");
   CHECK(worst_7b < 1.0);  // was +599 % (Qwen2.5-Coder-32B, K=V=q4_0): Qwen2's TurboQuant factor applied to q4_0
+}
+
+namespace {
+// The C++ prior's prediction for a plain row (no quantized or shorter-context baseline), else the fit's column.
+double predicted_now(const PriorParams& p, const std::map<std::string, std::string>& r) {
+  if (!r.at("base_k_type").empty() || r.at("kind") == "ctx_growth" || r.at("builtin_off") == "yes")
+    return std::stod(r.at("predicted"));
+  ModelSpec m;
+  m.id = "row:" + r.at("id");
+  m.family = r.at("family");
+  m.params = static_cast<std::int64_t>(std::llround(std::stod(r.at("params_b")) * 1e9));
+  if (const std::string swa = r.at("swa"); !swa.empty()) {
+    int layers = 0, window = 0, pattern = 0;
+    REQUIRE(std::sscanf(swa.c_str(), "%d/%d/%d", &layers, &window, &pattern) == 3);
+    m.layers = layers;
+    m.swa = SlidingWindow{window, pattern, false};
+  }
+  WeightFormat f16;
+  f16.id = "F16";
+  TaskProfile task;
+  task.strictness = {{0, std::stod(r.at("task_factor"))}};
+  priors::QualityInput in;
+  in.model = &m;
+  in.weights = &f16;
+  in.weights_bpw = std::stod(r.at("bpw"));
+  in.type_k = r.at("k_type");
+  in.type_v = r.at("v_type");
+  in.ctx = std::stoi(r.at("ctx"));
+  in.rotation = r.at("rotation") == "yes";
+  in.task = &task;
+  const Quality q = priors::assess(p, in);
+  const double row = q.task_factor * q.weights_factor * q.kv_loss;
+  return r.at("saturate") == "yes" ? -std::expm1(-row) : row;
+}
+}  // namespace
+
+TEST_CASE("no fitted row is mispredicted by more than 10x (noise-floored, in the model's unit; no row left out)") {
+  // A measurement within its noise matches any prediction within it: ratio = (m + noise) / (p + noise).
+  // Fails with the prior of 2026-12-02 (data/priors/prior.yaml at d5b8b37): 13 rows beyond 10x.
+  const auto& p = kvtest::catalog().prior;
+  const auto rows = read_csv(std::filesystem::path(KVPLAN_SOURCE_DIR) / "data/priors/fit_residuals.csv");
+  int checked = 0, beyond = 0;
+  for (const auto& r : rows) {
+    if (r.at("kind") == "excluded") continue;
+    const double noise = std::stod(r.at("noise"));
+    const double ratio = (measured_in_model_unit(r) + noise) / (std::max(0.0, predicted_now(p, r)) + noise);
+    INFO(r.at("id") << ": measured " << r.at("measured") << ", predicted " << predicted_now(p, r) << ", ratio " << ratio);
+    const bool outside = ratio > 10.0 || ratio < 0.1;
+    // a known miss (tools/fit_priors.py KNOWN_MISSES, docs/priors.md 5.2) must still be one: the list cannot hide a fix
+    CHECK(outside == !r.at("known_miss").empty());
+    beyond += outside;
+    ++checked;
+  }
+  CHECK(beyond <= 1);  // localbench-06 (docs/priors.md 5.2); 13 rows with the prior at d5b8b37
+  CHECK(checked > 250);
+}
+
+TEST_CASE("the largest predicted loss for a >= 7B catalog model at >= 4 bits lies in the range its analogs measured") {
+  const auto& c = kvtest::catalog();
+  const auto rows = read_csv(std::filesystem::path(KVPLAN_SOURCE_DIR) / "data/priors/fit_residuals.csv");
+  std::map<std::string, double> measured;  // row id -> measured, in the loss unit
+  for (const auto& r : rows)
+    if (r.at("kind") != "excluded" && r.at("base_k_type").empty() && r.at("saturate") != "yes")
+      measured[r.at("id")] = std::max(0.0, std::stod(r.at("measured")));
+  Quality worst;
+  std::string what;
+  for (const auto& m : c.models) {
+    if (m.params < 7'000'000'000) continue;
+    for (const char* k : kLlamaTypes)
+      for (const char* v : kLlamaTypes)
+        for (int ctx : {2048, 32768}) {
+          const Quality q = assess(m.id.c_str(), k, v, ctx, "general", true);
+          if (q.kv_loss > worst.kv_loss) worst = q, what = m.id + " K=" + k + " V=" + v + " ctx " + std::to_string(ctx);
+        }
+  }
+  INFO("largest: " << what << " " << worst.kv_loss * 100 << "%");
+  REQUIRE(worst.extrapolated);  // no catalog model >= 7B has a measured 4-bit cell this large
+  double lo = INFINITY, hi = 0;
+  for (const auto& id : worst.analogs)
+    if (measured.count(id)) lo = std::min(lo, measured.at(id)), hi = std::max(hi, measured.at(id));
+  INFO("analogs measured " << lo * 100 << "% .. " << hi * 100 << "%");
+  REQUIRE(hi > 0);
+  CHECK(worst.kv_loss >= lo);
+  CHECK(worst.kv_loss <= hi);
+}
+
+// Published measurements that are NOT in data/priors/measurements.csv and never reach the fit
+// (tests/unit/external/external_quality.csv, each with its public source): the prior's band must hold them.
+// Prints measured / predicted for each (run with -s to read the table; docs/priors.md 5.3).
+namespace {
+// External rows outside the 80 % band, with the reason (docs/priors.md 5.3): an 80 % band misses about one in five.
+const std::map<std::string, std::string> kExternalMisses = {
+    {"ext-01", "Llama-3.1-8B unrotated q4_0 K at 512 tokens: +2.24 %, 2.6x the prediction (10 chunks)"},
+    {"ext-02", "the same with the PR's random rotation: +1.38 %, 2.6x the prediction"},
+};
+}  // namespace
+
+TEST_CASE("published measurements outside the fit lie within the prior's 80% band (noise-floored)", "[prior][external]") {
+  const auto& c = kvtest::catalog();
+  const auto rows = read_csv(std::filesystem::path(KVPLAN_SOURCE_DIR) / "tests/unit/external/external_quality.csv");
+  const WeightFormat& f16 = c.weight_format("F16");  // the cache part only: every row's baseline has its weights
+  int inside = 0;
+  for (const auto& r : rows) {
+    INFO(r.at("id") << " " << r.at("model") << " K=" << r.at("k_type") << " V=" << r.at("v_type"));
+    priors::QualityInput in;
+    in.model = &c.model(r.at("catalog_model"));
+    in.weights = &f16;
+    in.weights_bpw = std::stod(r.at("bpw"));
+    in.type_k = r.at("k_type");
+    in.type_v = r.at("v_type");
+    in.ctx = std::stoi(r.at("ctx"));
+    in.rotation = r.at("rotation") == "yes";
+    in.task = &c.task("general");
+    const Quality q = priors::assess(c.prior, in);
+    const double cache = q.task_factor * q.weights_factor * q.kv_loss;  // L, in nats (the model's unit)
+    double lo = q.low, hi = q.high, pred = cache;
+    if (r.at("notes").find("baseline q8_0/q8_0") != std::string::npos) {  // the source's baseline is q8_0/q8_0
+      priors::QualityInput base = in;
+      base.type_k = base.type_v = "q8_0";
+      base.rotation = false;
+      const Quality b = priors::assess(c.prior, base);
+      const double lb = b.task_factor * b.weights_factor * b.kv_loss;
+      pred -= lb, lo -= lb, hi -= lb;
+    }
+    const double rel = std::stod(r.at("rel_change"));
+    const bool accuracy = r.at("metric") != "ppl";
+    // measured in the model's unit: ln(PPL_Q/PPL_base); an accuracy drop as 1 - exp(-L) inverted
+    const double m = accuracy ? -std::log1p(-std::min(std::max(-rel, 0.0), 0.999)) : std::log1p(std::max(rel, 0.0));
+    const double noise = r.at("noise").empty() ? 0.0004 : std::stod(r.at("noise"));
+    const double ratio = (m + noise) / (std::max(pred, 0.0) + noise);
+    const bool in_band = m >= lo - noise && m <= hi + noise;
+    std::printf("external %-6s %-28s K=%-6s V=%-6s measured %9.4f%%  predicted %8.4f%%  band %7.4f..%9.4f%%  ratio %6.2f  %s\n",
+                r.at("id").c_str(), r.at("model").c_str(), r.at("k_type").c_str(), r.at("v_type").c_str(), m * 100, pred * 100,
+                lo * 100, hi * 100, ratio, in_band ? "inside" : "OUTSIDE");
+    // a documented miss (docs/priors.md 5.3) stays within 10x; every other row within the band
+    const bool documented = kExternalMisses.count(r.at("id")) > 0;
+    CHECK((in_band || documented));
+    if (documented) {
+      CHECK_FALSE(in_band);  // the list follows the prior: a row the band now holds comes off it
+      CHECK(ratio <= 10.0);
+      CHECK(ratio >= 0.1);
+    }
+    inside += in_band;
+  }
+  CHECK(rows.size() >= 5);
+  CHECK(inside + static_cast<int>(kExternalMisses.size()) == static_cast<int>(rows.size()));
 }

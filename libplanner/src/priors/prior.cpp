@@ -3,7 +3,7 @@
 //   a_K   = a_k exp(-beta_k e_K) [1 + r_norot exp(-beta_norot e_K) S_R(N)   if K is not rotated]
 //   rotated: F_K,rot a_K,rot taken at most F_K,norot a_K,norot (rotation is never predicted to hurt)
 //   a_V   = a_v exp(-beta_v e_V)                 (beta_k = beta_v = ln 4 in the shipped prior: fixed by the fit, not fitted)
-//   S(N)  = min(((knee + N)/N)^sigma, size_clamp_high)      (1 for large models; sigma_K, sigma_V, sigma_R)
+//   S(N)  = min(max(knee/N, 1)^sigma, size_clamp_high)      (1 at and above the knee; sigma_K, sigma_V, sigma_R)
 //   g     = (max(c, ctx_floor) / ctx_floor)^alpha, alpha_K = min(alpha_k (ref/N)^alpha_k_size, alpha_k_max) for low-bit K,
 //           c = the attended context (sliding-window layers attend to at most their window)
 //   L_kv  = F_all [F_K S_K a_K g_K + S_V a_V g_V]
@@ -104,7 +104,8 @@ const TypeSensitivity* find_type(const PriorParams& p, const std::string& name) 
 }
 
 double size_factor(const PriorParams& p, double n_b, double exponent) {
-  return std::min(std::pow((p.size_knee_b + n_b) / n_b, exponent), p.size_clamp_high);
+  // flat at and above the knee: no measurement shows a model beyond it losing less (docs/priors.md 1.5)
+  return std::min(std::pow(std::max(p.size_knee_b / n_b, 1.0), exponent), p.size_clamp_high);
 }
 
 double alpha_k(const PriorParams& p, double n_b) {
