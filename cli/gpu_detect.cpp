@@ -1,6 +1,7 @@
 // GPU detection: pure parsers of the tools' own reports, one runner of tools with a time limit, NVML through
 // dlopen, and the step that turns what was found into request fields.
 #include "gpu_detect.hpp"
+#include "text.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -19,23 +20,6 @@ namespace {
 constexpr std::int64_t kMiBytes = std::int64_t{1} << 20;
 // No GPU has more; a bigger figure is a misread.
 constexpr std::int64_t kMaxPlausibleBytes = std::int64_t{64} << 40;
-
-std::string_view trim(std::string_view s) {
-  constexpr std::string_view ws = " \t\r\n";
-  const auto first = s.find_first_not_of(ws);
-  if (first == std::string_view::npos) return {};
-  return s.substr(first, s.find_last_not_of(ws) - first + 1);
-}
-
-// Digits only (from_chars alone would take "12abc" as 12).
-std::optional<std::int64_t> parse_count(std::string_view s) {
-  s = trim(s);
-  if (s.empty() || !std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; })) return std::nullopt;
-  std::int64_t v = 0;
-  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc{} || end != s.data() + s.size()) return std::nullopt;
-  return v;
-}
 
 std::vector<std::string_view> split(std::string_view text, char sep) {
   std::vector<std::string_view> out;

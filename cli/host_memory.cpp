@@ -1,5 +1,6 @@
 // Host RAM detection: pure parsers of the OS's own reports, and one reader of the running machine.
 #include "host_memory.hpp"
+#include "text.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -18,23 +19,6 @@ namespace {
 // No machine kvplan plans for has more; a bigger figure is a misread, not a server.
 constexpr std::int64_t kMaxPlausibleBytes = std::int64_t{64} << 40;
 constexpr std::int64_t kMaxPlausibleKiB = kMaxPlausibleBytes / 1024;
-
-std::string_view trim(std::string_view s) {
-  constexpr std::string_view ws = " \t\r\n";
-  const auto first = s.find_first_not_of(ws);
-  if (first == std::string_view::npos) return {};
-  return s.substr(first, s.find_last_not_of(ws) - first + 1);
-}
-
-// Digits only: from_chars alone would take a sign, and "12abc" would parse as 12.
-std::optional<std::int64_t> parse_count(std::string_view s) {
-  if (s.empty() || !std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; })) return std::nullopt;
-  std::uint64_t v = 0;
-  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc{} || end != s.data() + s.size()) return std::nullopt;
-  if (v > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) return std::nullopt;
-  return static_cast<std::int64_t>(v);
-}
 
 std::optional<std::int64_t> plausible_bytes(std::optional<std::int64_t> b) {
   if (!b || *b <= 0 || *b > kMaxPlausibleBytes) return std::nullopt;
