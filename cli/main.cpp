@@ -1,5 +1,5 @@
 // kvplan: plan VRAM for local LLM inference. Parsing and rendering only; libplanner does the work.
-// Exit codes: 0 a plan was found, 1 nothing fits, 2 bad input.
+// Exit codes: 0 a plan was found, 1 nothing fits, 2 bad input (under --json also an error object on stdout).
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
@@ -10,6 +10,7 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include "args.hpp"
 #include "gpu_detect.hpp"
@@ -21,6 +22,40 @@
 namespace {
 
 using kvplan::InputError;
+
+// --json asks for JSON on stdout, errors included: read from the arguments as typed, since parsing them may be
+// what failed.
+bool json_asked(const std::vector<std::string>& raw) {
+  return std::any_of(raw.begin(), raw.end(), [](const std::string& a) {
+    return a == "--json" || (a.rfind("--json=", 0) == 0 && a != "--json=false" && a != "--json=0");
+  });
+}
+
+// Bad input as JSON: schema/plan.schema.json's $defs/error (python/kvplan/_errors.py InputError.to_dict() mirrors it).
+std::string error_json(const InputError& e, const std::string& message) {
+  using json = nlohmann::ordered_json;
+  const json error = {{"field", e.field()},     {"value", e.value()},       {"problem", e.problem()},
+                      {"accepted", e.accepted()}, {"suggestion", e.suggestion().empty() ? json(nullptr) : json(e.suggestion())},
+                      {"message", message}};
+  const json doc = {{"schema_version", kvplan::kSchemaVersion}, {"error", error}};
+  return doc.dump(2, ' ', false, json::error_handler_t::replace) + "\n";  // a value may hold invalid UTF-8
+}
+
+// Bad input, exit 2: the message on stderr and, under --json, the error object on stdout (its message: the
+// first line of stderr's, after "kvplan: ").
+int bad_input(const InputError& e, bool json, const std::string& message) {
+  std::cerr << "kvplan: " << message << "\n";
+  if (json) std::cout << error_json(e, message.substr(0, message.find('\n')));
+  return 2;
+}
+
+// The flag a CLI11 parse error names ("Could not convert: --parallel = abc", "--fit: maybe not in {on,off}").
+std::string flag_named(const std::string& message) {
+  std::istringstream words(message);
+  for (std::string w; words >> w;)
+    if (w.rfind("--", 0) == 0 && w.size() > 2) return w.back() == ':' ? w.substr(0, w.size() - 1) : w;
+  return "arguments";
+}
 
 std::vector<std::string> split_paths(const char* env) {
   std::vector<std::string> out;
@@ -211,11 +246,10 @@ int run(int argc, char** argv) {
     // CLI11 2.1 prints the leftovers last first; say them in the order they were typed
     std::string rest;
     for (const auto& a : app.remaining()) rest += (rest.empty() ? "" : " ") + (a.empty() ? std::string("''") : a);
-    std::cerr << "kvplan: not expected: " << rest << "\n(kvplan takes flags with values, e.g. --gpu 24GB --model qwen3-8b; run kvplan --help)\n";
-    return 2;
+    return bad_input(InputError("arguments", rest, "not expected (kvplan takes flags with values, e.g. --gpu 24GB --model qwen3-8b)"),
+                     json_asked(raw), "not expected: " + rest + "\n(kvplan takes flags with values, e.g. --gpu 24GB --model qwen3-8b; run kvplan --help)");
   } catch (const CLI::ParseError& e) {
-    std::cerr << "kvplan: " << e.what() << "\n(run kvplan --help for the flags)\n";
-    return 2;
+    return bad_input(InputError(flag_named(e.what()), "", e.what()), json_asked(raw), std::string(e.what()) + "\n(run kvplan --help for the flags)");
   }
   // A value that names a file must name one that exists (a catalog name never looks like a path).
   for (const auto& [flag, value] : {std::pair<std::string, const std::string*>{"--model", &model}, {"--model-draft", &model_draft},
@@ -398,8 +432,7 @@ int main(int argc, char** argv) {
   try {
     return run(argc, argv);
   } catch (const InputError& e) {
-    std::cerr << "kvplan: " << e.what() << "\n";
-    return 2;
+    return bad_input(e, json_asked({argv + 1, argv + argc}), e.what());
   } catch (const std::exception& e) {
     std::cerr << "kvplan: internal error: " << e.what() << "\n";
     return 3;
