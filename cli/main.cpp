@@ -1,6 +1,7 @@
 // kvplan: plan VRAM for local LLM inference. Parsing and rendering only; libplanner does the work.
 // Exit codes: 0 a plan was found, 1 nothing fits, 2 bad input (under --json also an error object on stdout).
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
@@ -27,7 +28,11 @@ using kvplan::InputError;
 // what failed.
 bool json_asked(const std::vector<std::string>& raw) {
   return std::any_of(raw.begin(), raw.end(), [](const std::string& a) {
-    return a == "--json" || (a.rfind("--json=", 0) == 0 && a != "--json=false" && a != "--json=0");
+    if (a == "--json") return true;
+    if (a.rfind("--json=", 0) != 0) return false;
+    std::string value = a.substr(7);
+    std::transform(value.begin(), value.end(), value.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    return value != "false" && value != "0" && value != "off" && value != "no";  // CLI11's false words
   });
 }
 
@@ -164,7 +169,7 @@ int run(int argc, char** argv) {
   app.add_flag("--max-ctx", max_ctx, "the largest context, every setting not pinned free (flash attention included)");
   app.add_flag("--accept-risk", accept_risk, "recommend the least bad option even when every one rates avoid for the task (exit 0)");
   app.add_option("--data", data_dirs, "extra data directory (repeatable; also KVPLAN_DATA=dir:dir)");
-  app.add_flag("--json", json, "print the plan as JSON (schema/plan.schema.json)");
+  app.add_flag("--json", json, "print the plan as JSON, and bad input as a JSON error (schema/plan.schema.json)");
   // Flags llama.cpp has whose effect kvplan does not model yet: accepted by name so the error is clear.
   std::vector<std::string> unmodelled_values;
   std::vector<CLI::Option*> unmodelled;

@@ -208,3 +208,25 @@ def test_the_comparison_can_fail(in_repo: Any) -> None:
     for what in ("plan.options[0].ctx_per_slot", "plan.options[0].launch", "plan.options[0].new_key: JSON only",
                  "plan.options[0].memory.kv_total_bytes: Python only"):
         assert what in found, found
+
+
+def test_the_schema_states_its_version() -> None:
+    """schema/plan.schema.json says the version it requires, for a plan and an error alike, and it is the module's."""
+    from conftest import REPO
+    schema = json.loads((REPO / "schema" / "plan.schema.json").read_text(encoding="utf-8"))
+    version = kvplan.SCHEMA_VERSION
+    assert f"schema_version {version}" in schema["description"]
+    for part in ("plan", "error"):
+        assert schema["$defs"][part]["properties"]["schema_version"]["const"] == version, part
+
+
+def test_input_error_to_dict_is_the_schemas_error() -> None:
+    from conftest import REPO
+    schema = json.loads((REPO / "schema" / "plan.schema.json").read_text(encoding="utf-8"))
+    error_keys = schema["$defs"]["error"]["properties"]["error"]["required"]
+    with pytest.raises(kvplan.InputError) as raised:
+        kvplan.plan(gpu="24GB", model="qwen3-8b", task="codng")
+    d = raised.value.to_dict()
+    assert list(d) == error_keys
+    assert d["field"] == "--task" and d["value"] == "codng" and d["suggestion"] == "coding" and "coding" in d["accepted"]
+    assert d["message"] == str(raised.value)
