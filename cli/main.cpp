@@ -1,6 +1,7 @@
 // kvplan: plan VRAM for local LLM inference. Parsing and rendering only; libplanner does the work.
-// Exit codes: 0 a plan was found, 1 nothing fits, 2 bad input.
+// Exit codes: 0 a plan was found, 1 nothing fits, 2 bad input (under --json also an error object on stdout).
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include "args.hpp"
 #include "gpu_detect.hpp"
@@ -21,6 +23,44 @@
 namespace {
 
 using kvplan::InputError;
+
+// --json asks for JSON on stdout, errors included: read from the arguments as typed, since parsing them may be
+// what failed.
+bool json_asked(const std::vector<std::string>& raw) {
+  return std::any_of(raw.begin(), raw.end(), [](const std::string& a) {
+    if (a == "--json") return true;
+    if (a.rfind("--json=", 0) != 0) return false;
+    std::string value = a.substr(7);
+    std::transform(value.begin(), value.end(), value.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    return value != "false" && value != "0" && value != "off" && value != "no";  // CLI11's false words
+  });
+}
+
+// Bad input as JSON: schema/plan.schema.json's $defs/error (python/kvplan/_errors.py InputError.to_dict() mirrors it).
+std::string error_json(const InputError& e, const std::string& message) {
+  using json = nlohmann::ordered_json;
+  const json error = {{"field", e.field()},     {"value", e.value()},       {"problem", e.problem()},
+                      {"accepted", e.accepted()}, {"suggestion", e.suggestion().empty() ? json(nullptr) : json(e.suggestion())},
+                      {"message", message}};
+  const json doc = {{"schema_version", kvplan::kSchemaVersion}, {"error", error}};
+  return doc.dump(2, ' ', false, json::error_handler_t::replace) + "\n";  // a value may hold invalid UTF-8
+}
+
+// Bad input, exit 2: the message on stderr and, under --json, the error object on stdout (its message: the
+// first line of stderr's, after "kvplan: ").
+int bad_input(const InputError& e, bool json, const std::string& message) {
+  std::cerr << "kvplan: " << message << "\n";
+  if (json) std::cout << error_json(e, message.substr(0, message.find('\n')));
+  return 2;
+}
+
+// The flag a CLI11 parse error names ("Could not convert: --parallel = abc", "--fit: maybe not in {on,off}").
+std::string flag_named(const std::string& message) {
+  std::istringstream words(message);
+  for (std::string w; words >> w;)
+    if (w.rfind("--", 0) == 0 && w.size() > 2) return w.back() == ':' ? w.substr(0, w.size() - 1) : w;
+  return "arguments";
+}
 
 std::vector<std::string> split_paths(const char* env) {
   std::vector<std::string> out;
@@ -129,7 +169,7 @@ int run(int argc, char** argv) {
   app.add_flag("--max-ctx", max_ctx, "the largest context, every setting not pinned free (flash attention included)");
   app.add_flag("--accept-risk", accept_risk, "recommend the least bad option even when every one rates avoid for the task (exit 0)");
   app.add_option("--data", data_dirs, "extra data directory (repeatable; also KVPLAN_DATA=dir:dir)");
-  app.add_flag("--json", json, "print the plan as JSON (schema/plan.schema.json)");
+  app.add_flag("--json", json, "print the plan as JSON, and bad input as a JSON error (schema/plan.schema.json)");
   // Flags llama.cpp has whose effect kvplan does not model yet: accepted by name so the error is clear.
   std::vector<std::string> unmodelled_values;
   std::vector<CLI::Option*> unmodelled;
@@ -211,11 +251,10 @@ int run(int argc, char** argv) {
     // CLI11 2.1 prints the leftovers last first; say them in the order they were typed
     std::string rest;
     for (const auto& a : app.remaining()) rest += (rest.empty() ? "" : " ") + (a.empty() ? std::string("''") : a);
-    std::cerr << "kvplan: not expected: " << rest << "\n(kvplan takes flags with values, e.g. --gpu 24GB --model qwen3-8b; run kvplan --help)\n";
-    return 2;
+    return bad_input(InputError("arguments", rest, "not expected (kvplan takes flags with values, e.g. --gpu 24GB --model qwen3-8b)"),
+                     json_asked(raw), "not expected: " + rest + "\n(kvplan takes flags with values, e.g. --gpu 24GB --model qwen3-8b; run kvplan --help)");
   } catch (const CLI::ParseError& e) {
-    std::cerr << "kvplan: " << e.what() << "\n(run kvplan --help for the flags)\n";
-    return 2;
+    return bad_input(InputError(flag_named(e.what()), "", e.what()), json_asked(raw), std::string(e.what()) + "\n(run kvplan --help for the flags)");
   }
   // A value that names a file must name one that exists (a catalog name never looks like a path).
   for (const auto& [flag, value] : {std::pair<std::string, const std::string*>{"--model", &model}, {"--model-draft", &model_draft},
@@ -398,8 +437,7 @@ int main(int argc, char** argv) {
   try {
     return run(argc, argv);
   } catch (const InputError& e) {
-    std::cerr << "kvplan: " << e.what() << "\n";
-    return 2;
+    return bad_input(e, json_asked({argv + 1, argv + argc}), e.what());
   } catch (const std::exception& e) {
     std::cerr << "kvplan: internal error: " << e.what() << "\n";
     return 3;

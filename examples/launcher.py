@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
         for s in plan.suggestions:
             print(f"launcher:   {s.summary}\n              kvplan {' '.join(s.args)}", file=sys.stderr)
         return 1
-    launch = plan.recommended.launch
+    launch = plan.recommended.launch_line
     print(launch)
     if args.exec:
         command = shlex.split(launch)

@@ -2,7 +2,7 @@
 
     >>> import kvplan
     >>> p = kvplan.plan(gpu="24GB", model="qwen2.5-coder-32b", task="agentic")
-    >>> p.recommended.launch
+    >>> p.recommended.launch_line
     'llama-server -m Qwen2.5-Coder-32B-Instruct-Q4_K_M.gguf -c 32768 -np 1 -fa on -ctk q8_0 -ctv q8_0 -ngl 99 --fit off'
 
 The same C++ planner as the `kvplan` command: ``p.to_json()`` is byte-identical to ``kvplan --json``.

@@ -34,5 +34,10 @@ class InputError(ValueError):
         from ._request import KEYWORD_OF_FLAG
         return KEYWORD_OF_FLAG.get(self.field)
 
+    def to_dict(self) -> dict[str, object]:
+        """The error as `kvplan --json` prints it on bad input (the "error" of schema/plan.schema.json's $defs/error)."""
+        return {"field": self.field, "value": self.value, "problem": self.problem, "accepted": list(self.accepted),
+                "suggestion": self.suggestion, "message": str(self)}
+
     def __reduce__(self) -> tuple[type[InputError], tuple[str, str, str, str, list[str], str]]:
         return (type(self), (str(self), self.field, self.value, self.problem, self.accepted, self.suggestion or ""))

@@ -114,6 +114,12 @@ class Memory:
     total_high_bytes: int
     headroom_bytes: int
 
+    @property
+    def kv_total_bytes(self) -> int:
+        """The cache's bytes on the device: K, V, their sliding-window parts and recurrent state (the JSON's)."""
+        return (self.k_cache_bytes + self.v_cache_bytes + self.swa_k_cache_bytes + self.swa_v_cache_bytes
+                + self.state_bytes)
+
 
 @dataclasses.dataclass(frozen=True)
 class Quality:
@@ -198,12 +204,12 @@ class Option:
     needs: tuple[str, ...]
     warnings: tuple[str, ...]
     reason: str
-    launch: str  # the engine's main launch line (llama-server for llama.cpp)
-    launches: dict[str, str]  # every line by name: llama-server, llama-cli, ollama-env, modelfile, vllm, tabby-config, ...
+    launch: dict[str, str]  # every launch line by name, the engine's main one first (the JSON's launch): llama-server,
+    #                         llama-cli, ollama-env, modelfile, vllm, tabby-config, ... (launch_line: the main one)
     max_concurrency: float | None  # engines with a shared KV pool: conversations of ctx_size tokens it holds
     decode_tps: float | None  # decode tokens/s of one conversation at full context (bandwidth bound; None: unknown)
     decode_tps_low: float | None  # the same at low bandwidth efficiency
-    decode_bound: str  # the pool that takes most of the time per token
+    decode_bound: str | None  # the pool that takes most of the time per token (None: decode_tps is unknown)
     prefill_tps: float | None  # prefill tokens/s of a prompt as long as the context (compute bound; None: unknown)
     ttft_s: float | None  # seconds to the first token of a prompt as long as ctx_per_slot (None: unknown)
     decode_relative: float  # decode speed relative to the same bytes all in device memory (1: nothing in RAM)
@@ -226,10 +232,16 @@ class Option:
         quality = convert(Quality, o.quality, risk=o.quality.risk.name, analogs=tuple(o.quality.analogs),
                           evidence=tuple(o.quality.evidence))
         return convert(cls, o, rank=rank, fits=o.fits(), memory=memory, allocations=allocations, pools=pools,
-                       quality=quality, plan=plan, launches={ln.name: ln.text for ln in o.launches},
+                       quality=quality, plan=plan, launch={ln.name: ln.text for ln in o.launches},
+                       decode_bound=(o.decode_bound or None) if o.decode_tps else None,  # as the JSON's decode
                        max_concurrency=o.max_concurrency or None, decode_tps=o.decode_tps or None,
                        decode_tps_low=o.decode_tps_low or None, prefill_tps=o.prefill_tps or None,
                        ttft_s=o.ttft_s or None)
+
+    @property
+    def launch_line(self) -> str:
+        """The engine's main launch line (the first of launch: llama-server's for llama.cpp)."""
+        return next(iter(self.launch.values()))
 
     @property
     def host_bytes(self) -> int:
@@ -292,7 +304,7 @@ class Option:
                 f" — {'fits' if self.fits else '<b>does not fit</b>'}; {e(self.reason)}</p>{table}"
                 f"<p>Quality: {e(loss_text(q))}, 80% interval {q.low:.3%} .. {q.high:.3%}"
                 f"{'; ' + ', '.join(speed) if speed else ''}</p>"
-                f"{f'<ul>{notes}</ul>' if notes else ''}<pre>{e(self.launch)}</pre></div>")
+                f"{f'<ul>{notes}</ul>' if notes else ''}<pre>{e(self.launch_line)}</pre></div>")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -417,7 +429,7 @@ class Plan:
         return result
 
     def to_dataframe(self) -> _pd.DataFrame:
-        """One row per option (rank, types, context, memory in bytes, loss, risk, fits, reason, launch)."""
+        """One row per option (rank, types, context, memory in bytes, loss, risk, fits, reason, launch_line)."""
         pd = _pandas()
         rows = []
         for o in self.options:
@@ -427,11 +439,11 @@ class Plan:
             row.update(dataclasses.asdict(o.memory))
             row.update(expected_loss=o.quality.expected_loss, loss_low=o.quality.low, loss_high=o.quality.high,
                        risk=o.quality.risk, fits=o.fits, n_gpu_layers=o.n_gpu_layers, n_cpu_moe=o.n_cpu_moe,
-                       score=o.score, reason=o.reason, launch=o.launch)
+                       score=o.score, reason=o.reason, launch_line=o.launch_line)
             rows.append(row)
         columns = ["rank", "weights", "ctx_size", "ctx_per_slot", "cache_type_k", "cache_type_v", "flash_attn",
                    *(f.name for f in dataclasses.fields(Memory)), "expected_loss", "loss_low", "loss_high", "risk",
-                   "fits", "n_gpu_layers", "n_cpu_moe", "score", "reason", "launch"]
+                   "fits", "n_gpu_layers", "n_cpu_moe", "score", "reason", "launch_line"]
         df = pd.DataFrame(rows, columns=columns)
         ints = {c: "int64" for c in ("rank", "ctx_size", "ctx_per_slot", *(f.name for f in dataclasses.fields(Memory)))}
         floats = {c: "float64" for c in ("expected_loss", "loss_low", "loss_high", "score")}
@@ -473,7 +485,7 @@ class Plan:
             lines.append("  " + "  ".join(c.ljust(w) if i in left else c.rjust(w)
                                           for i, (c, w) in enumerate(zip(r, widths))).rstrip())
         if self.recommended:
-            lines.append("  " + self.recommended.launch)
+            lines.append("  " + self.recommended.launch_line)
         elif self.nothing_acceptable:
             lines.append("  nothing acceptable: " + self.nothing_acceptable)
         elif self.nothing_fits:
@@ -502,7 +514,7 @@ class Plan:
         if rec:
             out += (f"<p><b>Recommended</b> #1: {e(rec.weights)} weights, {rec.ctx_text} tokens, "
                     f"K={e(rec.cache_type_k)} V={e(rec.cache_type_v)}, {e(loss_text(rec.quality))}</p>"
-                    f"<pre>{e(rec.launch)}</pre>")
+                    f"<pre>{e(rec.launch_line)}</pre>")
             if self.explanation:
                 out += "<p>Why</p><ul>" + "".join(f"<li>{e(x)}</li>" for x in self.explanation) + "</ul>"
         elif self.nothing_acceptable:

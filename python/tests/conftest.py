@@ -97,7 +97,11 @@ def keywords(args: list[str]) -> dict[str, Any]:
             out.setdefault(keyword, []).extend(o for o in value.split(",") if o)
         elif keyword == "tensor_split":
             out[keyword] = [float(x) for x in value.replace("/", ",").split(",")]
+        elif keyword == "ctx_size":
+            out[keyword] = value  # as typed: ctx_size takes the CLI's text ("32k") and refuses what the CLI refuses
         elif keyword in INTS:
+            if not value.lstrip("-").isdigit():
+                raise NotInPython(f"{flag} {value}")  # CLI11's own conversion error: Python refuses a str itself
             out[keyword] = int(value)
         elif keyword in ("rope_scale", "host_bandwidth_gbs"):
             out[keyword] = float(value)

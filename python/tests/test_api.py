@@ -40,7 +40,7 @@ def test_plan_result_objects(mission: kvplan.Plan) -> None:
     assert rec.memory.total_high_bytes == first["pools"][0]["total_high_bytes"]
     assert rec.quality.expected_loss == first["quality"]["expected_loss"]
     assert rec.quality.risk == first["quality"]["risk"]
-    assert rec.launch == first["launch"]["llama-server"]
+    assert rec.launch == first["launch"] and rec.launch_line == first["launch"]["llama-server"]
     assert [a.what for a in rec.allocations] == [a["what"] for a in first["allocations"]]
     assert list(mission.explanation) == d["explanation"]
     assert d["schema_version"] == kvplan.SCHEMA_VERSION
@@ -54,7 +54,7 @@ def test_to_json_indent(mission: kvplan.Plan) -> None:
 def test_repr_and_html(mission: kvplan.Plan) -> None:
     text = repr(mission)
     assert text.startswith("<kvplan.Plan mode=rank, fits: Qwen2.5-Coder-32B-Instruct")
-    assert mission.recommended is not None and mission.recommended.launch in text
+    assert mission.recommended is not None and mission.recommended.launch_line in text
     assert re.search(r"(free|mild|noticeable|avoid) \(~?[<0-9.]+%\)", text)
     assert re.match(r"<kvplan.Option #1: Q4_K_M, 32768 tokens, K=q8_0 V=q8_0, FA on, total \d+\.\d\d GiB",
                     repr(mission.recommended))
@@ -100,10 +100,10 @@ def test_max_context_is_the_inverse_query() -> None:
 def test_placement_keywords() -> None:
     p = kvplan.plan(gpu="24GB", model="qwen3-30b-a3b", task="coding", cpu_moe=True, host_ram="64GB", top=3)
     assert p.resolved.n_cpu_moe == -1 and p.to_dict()["request"]["host_ram_bytes"] == 64 << 30
-    assert "--cpu-moe" in p.options[0].launch
+    assert "--cpu-moe" in p.options[0].launch_line
     partial = kvplan.plan(gpu="16GB", model="qwen2.5-coder-32b", task="coding", n_gpu_layers=40, top=1)
     o = partial.options[0]
-    assert partial.resolved.n_gpu_layers == 40 and "-ngl 40" in o.launch
+    assert partial.resolved.n_gpu_layers == 40 and "-ngl 40" in o.launch_line
     assert {a.pool for a in o.allocations if a.what == "weights"} == {"gpu0"}
     assert o.memory.weights_bytes == o.to_dict()["memory"]["weights_bytes"]
 
@@ -227,20 +227,20 @@ def test_package_docstring_example() -> None:
 
 
 def test_engines_plan_and_emit_like_the_cli() -> None:
-    """engine= restricts the plan to what the engine runs; launches carry every line the CLI's --emit prints."""
+    """engine= restricts the plan to what the engine runs; launch carries every line the CLI's --emit prints."""
     ollama = kvplan.plan(gpu="24GB", model="qwen2.5-coder-32b", task="agentic", engine="ollama")
     rec = ollama.recommended
     assert rec is not None and rec.cache_type_k == rec.cache_type_v
-    assert set(rec.launches) == {"ollama-env", "modelfile"}
-    assert rec.launch == rec.launches["ollama-env"] and rec.max_concurrency is None
+    assert list(rec.launch) == ["ollama-env", "modelfile"]
+    assert rec.launch_line == rec.launch["ollama-env"] and rec.max_concurrency is None
     first = json.loads(ollama.to_json())["options"][0]
-    assert first["launch"] == rec.launches
+    assert first["launch"] == rec.launch
     vllm = kvplan.plan(gpu="h100-sxm", model="qwen3-14b", engine="vllm", n_parallel=4, cache_type_k="fp8")
     assert vllm.resolved.engine_id == "vllm" and vllm.resolved.memory_fraction == 0.92
     best = vllm.recommended
     assert best is not None and best.cache_type_v == "fp8"  # one dtype for K and V
     assert best.max_concurrency is not None and best.max_concurrency >= 4
-    assert best.launches["vllm"].startswith("vllm serve Qwen/Qwen3-14B ")
+    assert best.launch["vllm"].startswith("vllm serve Qwen/Qwen3-14B ")
     with pytest.raises(kvplan.InputError, match="one cache type for K and V"):
         kvplan.plan(gpu="24GB", model="qwen3-8b", engine="ollama", cache_type_k="q8_0", cache_type_v="q4_0")
     with pytest.raises(kvplan.InputError, match="did you mean 'vllm'"):

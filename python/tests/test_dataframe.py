@@ -26,13 +26,13 @@ def test_plan_dataframe_shape_and_dtypes() -> None:
         assert df[column].dtype == "float64", column
     for column in ("flash_attn", "fits"):
         assert df[column].dtype == "bool", column
-    for column in ("weights", "cache_type_k", "cache_type_v", "reason", "launch"):
+    for column in ("weights", "cache_type_k", "cache_type_v", "reason", "launch_line"):
         assert pd.api.types.is_string_dtype(df[column]), column
     assert isinstance(df["risk"].dtype, pd.CategoricalDtype) and df["risk"].cat.ordered
     assert list(df["risk"].cat.categories) == ["free", "mild", "noticeable", "avoid"]
     first = p.options[0]
     row = df.loc[1]
-    assert row["k_cache_bytes"] == first.memory.k_cache_bytes and row["launch"] == first.launch
+    assert row["k_cache_bytes"] == first.memory.k_cache_bytes and row["launch_line"] == first.launch_line
     assert df["fits"].all()
 
 

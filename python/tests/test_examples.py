@@ -58,7 +58,7 @@ def test_notebook_shows_the_plan_and_its_launch_line(executed: list[Any], in_rep
     html = data_of(executed[1])[0]["text/html"]
     assert "<table>" in html and "Recommended" in html
     launch = text_of(executed[2]).strip()
-    assert launch == kvplan.plan(**L40S).recommended.launch  # type: ignore[union-attr]
+    assert launch == kvplan.plan(**L40S).recommended.launch_line  # type: ignore[union-attr]
     proc = run_cli(["--gpu", "l40s", "--model", "llama-3.3-70b", "--task", "agentic"])
     assert f"\n{launch}\n" in proc.stdout.decode()  # the CLI recommends the same command
 

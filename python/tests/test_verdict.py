@@ -21,7 +21,7 @@ def same_option(o: kvplan.Option, s: kvplan.SuggestedOption) -> None:
     """The plan's recommendation is the suggestion's option, field by field."""
     assert (o.weights, o.ctx_size, o.ctx_per_slot, o.cache_type_k, o.cache_type_v, o.flash_attn) == (
         s.weights, s.ctx_size, s.ctx_per_slot, s.cache_type_k, s.cache_type_v, s.flash_attn)
-    assert (o.quality.risk, o.quality.expected_loss, o.n_gpu_layers, o.n_cpu_moe, o.launch) == (
+    assert (o.quality.risk, o.quality.expected_loss, o.n_gpu_layers, o.n_cpu_moe, o.launch_line) == (
         s.risk, s.expected_loss, s.n_gpu_layers, s.n_cpu_moe, s.launch)
     assert o.decode_tps == s.decode_tps
 
@@ -89,7 +89,7 @@ def test_moe_experts_in_ram() -> None:
     rec = p.recommended
     assert p.verdict == "ok" and rec is not None
     assert rec.n_cpu_moe is not None and 0 < rec.n_cpu_moe <= p.model.layers and rec.n_gpu_layers is None
-    assert re.search(rf"(^| )--n-cpu-moe {rec.n_cpu_moe}( |$)", rec.launch), rec.launch
+    assert re.search(rf"(^| )--n-cpu-moe {rec.n_cpu_moe}( |$)", rec.launch_line), rec.launch_line
     assert f"--n-cpu-moe {rec.n_cpu_moe}" in repr(rec) and rec.placement_text == f"--n-cpu-moe {rec.n_cpu_moe}"
     # the experts' bytes are host memory, and the speed says so
     host_weights = sum(a.bytes for a in rec.allocations if a.what == "weights_host" and a.pool == "host")
@@ -111,14 +111,14 @@ def test_dense_layers_in_ram() -> None:
     rec = p.recommended
     assert rec is not None and rec.n_cpu_moe is None
     assert rec.n_gpu_layers is not None and 0 < rec.n_gpu_layers < p.model.layers
-    assert f"-ngl {rec.n_gpu_layers} " in rec.launch and rec.to_dict()["placement"]["n_gpu_layers"] == rec.n_gpu_layers
+    assert f"-ngl {rec.n_gpu_layers} " in rec.launch_line and rec.to_dict()["placement"]["n_gpu_layers"] == rec.n_gpu_layers
 
 
 def test_breakdown_keeps_every_layer_on_the_gpu() -> None:
     o = kvplan.breakdown(gpu="rtx4090", model="qwen2.5-coder-32b", weights="Q4_K_M", ctx_size=32768,
                          cache_type_k="f16", cache_type_v="f16")
     assert not o.fits and o.n_gpu_layers == -1 and o.n_cpu_moe is None and o.placement_text == ""
-    assert " -ngl 99 " in o.launch and {a.pool for a in o.allocations if a.what == "weights"} == {"gpu0"}
+    assert " -ngl 99 " in o.launch_line and {a.pool for a in o.allocations if a.what == "weights"} == {"gpu0"}
     placed = kvplan.plan(gpu="rtx4090", model="qwen2.5-coder-32b", weights="Q4_K_M", ctx_size=32768,
                          cache_type_k="f16", cache_type_v="f16", host_ram="64GB")
     rec = placed.recommended

@@ -19,8 +19,8 @@ stderr and exit code are compared byte for byte with expected/<name>.out:
 (a stream that does not end in a newline is followed by the line '\\ no newline at end').
 
 Checks besides the golden comparison:
-  * every case whose args contain --json and whose exit code is 0 or 1: stdout validates against
-    the JSON Schema (Draft 2020-12);
+  * every case whose args contain --json: stdout validates against the JSON Schema (Draft 2020-12):
+    a plan (exit 0 or 1) or an input error (exit 2: the error object, $defs/error);
   * every case named feedback_*: the first option's llama.cpp launch line, fed back to kvplan with
     the same --gpu and --task, reproduces the option (weights, ctx_size, cache types, flash
     attention, memory, quality);
@@ -289,8 +289,10 @@ def main() -> int:
     except Exception as e:  # jsonschema.SchemaError
         tally.fail("schema [is a valid Draft 2020-12 schema]", f"  {e}")
     validator = Draft202012Validator(schema)
-    # `kvplan inspect --json` prints one model object: the plan schema's $defs/model.
-    model_validator = Draft202012Validator({"$defs": schema["$defs"], "$ref": "#/$defs/model"})
+    # `kvplan inspect --json` prints one model object: the plan schema's $defs/model. A plan (exit 0, 1) and an
+    # input error (exit 2) are each checked against their own part too, for errors that name the key at fault.
+    model_validator, plan_validator, error_validator = (
+        Draft202012Validator({"$defs": schema["$defs"], "$ref": f"#/$defs/{part}"}) for part in ("model", "plan", "error"))
 
     cases = parse_cases(CASES)
     if opts.only:
@@ -325,11 +327,14 @@ def main() -> int:
             else:
                 tally.fail(f"{label} [golden]", f"  kvplan {shlex.join(case.args)}\n" + unified_diff(expected, actual, case.name))
 
-        if "--json" in case.args and case.exit_code in (0, 1) and proc.returncode in (0, 1):
+        if "--json" in case.args and proc.returncode == case.exit_code:
             doc = load_json(proc, f"{case.name} [schema]", tally)
             if doc is not None:
-                chosen = model_validator if case.args and case.args[0] == "inspect" else validator
+                chosen = (model_validator if case.args and case.args[0] == "inspect" else
+                          error_validator if case.exit_code == 2 else plan_validator)
                 validate(chosen, doc, f"{case.name} [schema]", tally)
+                if chosen is not model_validator:
+                    validate(validator, doc, f"{case.name} [schema: the whole, as a launcher checks it]", tally)
         if case.name.startswith("feedback_"):
             feedback_check(kvplan, case, tally)
         if case.name == "mission":

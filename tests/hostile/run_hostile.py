@@ -2,7 +2,7 @@
 """Runs kvplan on the crafted inputs of tests/hostile/cases.txt, each under a time and memory limit.
 
 Every case must end the way its line says: exit 2 with a message that names the field (the text after the
-second '|' must appear in stderr), or exit 0/1 with sane numbers (with --json: every byte figure finite and
+second '|' must appear in stderr; under --json stdout is also the JSON error object), or exit 0/1 with sane numbers (with --json: every byte figure finite and
 not negative). A crash, a sanitizer report, an exit 3 (internal error), a time-out or a memory blow-up fails
 the case. The inputs are written by make_inputs.py into a scratch directory.
 
@@ -89,6 +89,22 @@ def run_case(kvplan, argv, sanitized):
     return p.returncode, p.stdout, p.stderr, time.monotonic() - start
 
 
+def json_error_problem(out, err):
+    """Exit 2 under --json: stdout is one error object (schema/plan.schema.json $defs/error) whose message is
+    the first line of stderr's, after 'kvplan: '. None when it is."""
+    try:
+        doc = json.loads(out)
+    except ValueError as e:
+        return f"stdout is not a JSON error object: {e}"
+    error = doc.get("error") if isinstance(doc, dict) else None
+    keys = {"field", "value", "problem", "accepted", "suggestion", "message"}
+    if not isinstance(error, dict) or set(error) != keys or set(doc) != {"schema_version", "error"}:
+        return f"stdout is not the error object: {out[:200]}"
+    if not err.startswith("kvplan: " + error["message"]):
+        return "the JSON error's message is not stderr's"
+    return None
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--kvplan", required=True)
@@ -112,6 +128,8 @@ def main():
                 problem = f"exit {code}, expected {'/'.join(map(str, sorted(exits)))}"
             elif code == 2 and needle != "-" and needle not in err:
                 problem = f"the message does not name '{needle}'"
+            elif code == 2 and "--json" in argv:
+                problem = json_error_problem(out, err)
             elif code in (0, 1) and "--json" in argv and code == 0:
                 try:
                     bad = sane_numbers(json.loads(out))
