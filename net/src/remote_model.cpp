@@ -366,6 +366,17 @@ std::shared_ptr<const ModelSpec> load_remote_model(const std::string& text, cons
     }
   } catch (const json::exception& e) {  // a JSON shape not checked field by field: still the server's bad input
     throw InputError("--model", text, std::string("the server's JSON has a field of the wrong type: ") + e.what());
+  } catch (const InputError& e) {
+    // A typo of a catalog name ("qwen3:29b") fails on the network too: say what the catalog would have taken.
+    if (!e.suggestion().empty() || id->kind == RemoteId::Kind::url) throw;
+    std::string near;
+    try {
+      catalog.model(text);
+    } catch (const InputError& c) {
+      near = c.suggestion();
+    }
+    if (near.empty()) throw;
+    throw InputError(e.field(), e.value(), e.problem() + "; it is not a catalog name either", e.accepted(), near);
   }
   return nullptr;
 }

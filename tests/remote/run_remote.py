@@ -227,6 +227,8 @@ def plans(e: Env, c: server.Content) -> None:
     check(0 < served(c, "/v2/library/tiny/blobs/") <= FIRST_CHUNK, f"Ollama tag: only the blob's header was read ({served(c, '/v2/library/tiny/blobs/')} bytes)")
     o = e.run("--gpu", "24GB", "--model", "tiny:1b", "--engine", "ollama", "--emit", "modelfile", "--accept-risk")
     check(o.returncode == 0 and o.stdout.startswith("FROM tiny:1b\n"), f"Ollama tag: Modelfile FROM the tag ({o.stdout[:40]!r}{o.stderr[:200]})")
+    # a typo of a catalog name that the registry does not have either: the catalog's suggestion comes with the 404
+    fails(e, "qwen3:29b", "did you mean 'qwen3-30b-a3b'", "Ollama tag the registry lacks, near a catalog name")
     c.reset()
     same_plan(e, "test/config", str(local / "config"), "hub config.json + safetensors index")
     same_plan(e, "test/config-st", str(local / "config-st"), "hub config.json + safetensors header (no index)")
