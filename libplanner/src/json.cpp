@@ -267,8 +267,13 @@ std::string to_json(const Plan& p, int indent) {
                {"budget_bytes", pool.bounded() ? pool.budget() : 0}};
     if (rec) {
       json breakdown = json::object();
+      // one key per kind, summed over components (main, draft, projector) and over the layers' devices that share
+      // this pool (a unified device holds the host layers' share too): an entry never hides another of its kind
       for (const auto& a : rec->allocations)
-        if (a.pool == pool.id) breakdown[a.what + "_bytes"] = a.figure.bytes;
+        if (a.pool == pool.id) {
+          const std::string key = a.what + "_bytes";
+          breakdown[key] = breakdown.value(key, Bytes{0}) + a.figure.bytes;
+        }
       pj["breakdown"] = breakdown;
       pj["headroom_bytes"] = rec->usage(pool.id).headroom;
     } else {
