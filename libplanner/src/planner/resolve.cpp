@@ -363,10 +363,16 @@ std::vector<std::string> device_specs(Setup& s) {
   }
   s.request.gpu = specs.front();
   const bool several = specs.size() > 1;
-  if (several && s.runtime)
-    throw InputError("--gpu", r.gpu, s.runtime->kind == "vllm" || s.runtime->kind == "sglang"
-                                         ? s.runtime->name + " splits a model with --tensor-parallel-size over identical GPUs"
-                                         : "several GPUs are planned for llama.cpp (and vLLM/SGLang tensor parallelism) only");
+  if (several && s.runtime) {
+    const bool same = std::all_of(specs.begin(), specs.end(), [&](const std::string& g) { return g == specs.front(); });
+    const std::string tp = s.runtime->kind == "vllm" ? "--tensor-parallel-size" : "--tp";
+    throw InputError("--gpu", same ? fmt::format("{}x{}", specs.size(), specs.front()) : r.gpu,
+                     s.runtime->kind == "vllm" || s.runtime->kind == "sglang"
+                         ? s.runtime->name + " splits a model with " + tp + " over identical GPUs: one --gpu and the count"
+                         : "several GPUs are planned for llama.cpp (and vLLM/SGLang tensor parallelism) only",
+                     {}, same && (s.runtime->kind == "vllm" || s.runtime->kind == "sglang")
+                             ? fmt::format("--gpu {} {} {}", specs.front(), tp, specs.size()) : std::string());
+  }
   if (several && r.free) throw InputError("--free", format_size(*r.free), "applies to one GPU; with several give --reserve");
   if (!r.free_per_gpu.empty() && (r.free || r.free_per_gpu.size() != specs.size()))
     throw InputError("--free", "auto", fmt::format("found free memory for {} GPUs, and the plan has {}", r.free_per_gpu.size(), specs.size()));
