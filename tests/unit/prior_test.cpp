@@ -17,6 +17,38 @@
 using namespace kvplan;
 
 namespace {
+// One fit_residuals.csv row as the prior's input, as tools/fit_priors.py builds it: a model of the row's family, size
+// and window, F16 weights at the row's bits per weight, its cache types, context, rotation and task factor.
+struct RowInput {
+  ModelSpec model;
+  WeightFormat f16;
+  TaskProfile task;
+  priors::QualityInput in;
+  explicit RowInput(const std::map<std::string, std::string>& r) {
+    model.id = "row:" + r.at("id");
+    model.family = r.at("family");
+    model.params = static_cast<std::int64_t>(std::llround(std::stod(r.at("params_b")) * 1e9));
+    if (const std::string swa = r.at("swa"); !swa.empty()) {  // layers/window/pattern of a sliding-window model
+      int layers = 0, window = 0, pattern = 0;
+      REQUIRE(std::sscanf(swa.c_str(), "%d/%d/%d", &layers, &window, &pattern) == 3);
+      model.layers = layers;
+      model.swa = SlidingWindow{window, pattern, false};
+    }
+    f16.id = "F16";
+    task.strictness = {{0, std::stod(r.at("task_factor"))}};
+    in.model = &model;
+    in.weights = &f16;
+    in.weights_bpw = std::stod(r.at("bpw"));
+    in.type_k = r.at("k_type");
+    in.type_v = r.at("v_type");
+    in.ctx = std::stoi(r.at("ctx"));
+    in.rotation = r.at("rotation") == "yes";
+    in.task = &task;
+  }
+  RowInput(const RowInput&) = delete;
+  RowInput& operator=(const RowInput&) = delete;
+};
+
 Quality assess(const char* model, const char* k, const char* v, int ctx, const char* task = "general", bool rotation = true,
                const char* weights = "F16") {
   const auto& c = kvtest::catalog();
@@ -228,34 +260,12 @@ TEST_CASE("sliding-window layers attend to at most their window: the context low
 TEST_CASE("C++ prior = tools/fit_priors.py on every fitted row of fit_residuals.csv") {
   const auto& p = kvtest::catalog().prior;
   const auto rows = read_csv(std::filesystem::path(KVPLAN_SOURCE_DIR) / "data/priors/fit_residuals.csv");
-  WeightFormat f16;
-  f16.id = "F16";
-  TaskProfile task;
   int checked = 0;
   for (const auto& r : rows) {
     if (r.at("kind") == "excluded" || r.at("k_type").empty() || r.at("builtin_off") == "yes") continue;
     INFO(r.at("id"));
-    ModelSpec m;
-    m.id = "row:" + r.at("id");
-    m.family = r.at("family");
-    m.params = static_cast<std::int64_t>(std::llround(std::stod(r.at("params_b")) * 1e9));
-    if (const std::string swa = r.at("swa"); !swa.empty()) {  // layers/window/pattern of a sliding-window model
-      int layers = 0, window = 0, pattern = 0;
-      REQUIRE(std::sscanf(swa.c_str(), "%d/%d/%d", &layers, &window, &pattern) == 3);
-      m.layers = layers;
-      m.swa = SlidingWindow{window, pattern, false};
-    }
-    const double task_factor = std::stod(r.at("task_factor"));
-    task.strictness = {{0, task_factor}};
-    priors::QualityInput in;
-    in.model = &m;
-    in.weights = &f16;
-    in.weights_bpw = std::stod(r.at("bpw"));
-    in.type_k = r.at("k_type");
-    in.type_v = r.at("v_type");
-    in.ctx = std::stoi(r.at("ctx"));
-    in.rotation = r.at("rotation") == "yes";
-    in.task = &task;
+    const RowInput input(r);
+    const priors::QualityInput& in = input.in;
     const double kv = priors::kv_loss(p, in);
     CHECK(kv == Approx(std::stod(r.at("kv_loss"))).epsilon(1e-6).margin(1e-12));
     if (r.at("base_k_type").empty() && r.at("kind") != "ctx_growth") {
@@ -494,29 +504,8 @@ namespace {
 double predicted_now(const PriorParams& p, const std::map<std::string, std::string>& r) {
   if (!r.at("base_k_type").empty() || r.at("kind") == "ctx_growth" || r.at("builtin_off") == "yes")
     return std::stod(r.at("predicted"));
-  ModelSpec m;
-  m.id = "row:" + r.at("id");
-  m.family = r.at("family");
-  m.params = static_cast<std::int64_t>(std::llround(std::stod(r.at("params_b")) * 1e9));
-  if (const std::string swa = r.at("swa"); !swa.empty()) {
-    int layers = 0, window = 0, pattern = 0;
-    REQUIRE(std::sscanf(swa.c_str(), "%d/%d/%d", &layers, &window, &pattern) == 3);
-    m.layers = layers;
-    m.swa = SlidingWindow{window, pattern, false};
-  }
-  WeightFormat f16;
-  f16.id = "F16";
-  TaskProfile task;
-  task.strictness = {{0, std::stod(r.at("task_factor"))}};
-  priors::QualityInput in;
-  in.model = &m;
-  in.weights = &f16;
-  in.weights_bpw = std::stod(r.at("bpw"));
-  in.type_k = r.at("k_type");
-  in.type_v = r.at("v_type");
-  in.ctx = std::stoi(r.at("ctx"));
-  in.rotation = r.at("rotation") == "yes";
-  in.task = &task;
+  const RowInput input(r);
+  const priors::QualityInput& in = input.in;
   const Quality q = priors::assess(p, in);
   const double row = q.task_factor * q.weights_factor * q.kv_loss;
   return r.at("saturate") == "yes" ? -std::expm1(-row) : row;
