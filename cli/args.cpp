@@ -35,7 +35,7 @@ std::vector<std::string> rewrite_llama_flags(const std::vector<std::string>& arg
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     // a pasted launch line starts with the program name (but --emit takes one as its value)
-    if ((a == "llama-server" || a == "llama-cli") && (i == 0 || args[i - 1] != "--emit")) continue;
+    if ((a == "llama-server" || a == "llama-cli") && (i == 0 || (args[i - 1] != "--emit" && args[i - 1] != "--program"))) continue;
     auto it = long_names.find(a);
     if (it == long_names.end()) {
       out.push_back(a);
@@ -102,10 +102,17 @@ void check_flags(const std::vector<std::string>& args, const std::vector<std::st
   }
 }
 
+std::string pasted_program(const std::vector<std::string>& args) {
+  for (size_t i = 0; i < args.size(); ++i)
+    if ((args[i] == "llama-server" || args[i] == "llama-cli") && (i == 0 || (args[i - 1] != "--emit" && args[i - 1] != "--program")))
+      return args[i];
+  return "";
+}
+
 std::vector<std::string> take_server_args(std::vector<std::string>& args, const std::vector<std::string>& known,
                                           const std::vector<std::string>& takes_value, const EngineSpec& engine) {
   const auto& long_names = llama_long_names();
-  auto program = [&](size_t i) { return (args[i] == "llama-server" || args[i] == "llama-cli") && (i == 0 || args[i - 1] != "--emit"); };
+  auto program = [&](size_t i) { return (args[i] == "llama-server" || args[i] == "llama-cli") && (i == 0 || (args[i - 1] != "--emit" && args[i - 1] != "--program")); };
   size_t i = 0;
   while (i < args.size() && !program(i)) ++i;
   std::vector<std::string> kept, taken;

@@ -20,6 +20,9 @@ std::vector<std::string> rewrite_llama_flags(const std::vector<std::string>& arg
 std::vector<std::string> take_server_args(std::vector<std::string>& args, const std::vector<std::string>& known,
                                           const std::vector<std::string>& takes_value, const EngineSpec& engine);
 
+// The program a pasted launch line names ("llama-server" or "llama-cli"), or "" when no line was pasted.
+std::string pasted_program(const std::vector<std::string>& args);
+
 // The llama.cpp short spellings rewrite_llama_flags knows (-c, -ctk, -ngl, …), for "did you mean" suggestions.
 std::vector<std::string> llama_short_flags();
 

@@ -156,7 +156,8 @@ int run(int argc, char** argv) {
   app.add_option("--rope-scale", rope_scale, "rope scale factor (must match the model's)");
   app.add_option("--yarn-orig-ctx", yarn_orig, "YaRN original context (must match the model's)");
   app.add_option("--engine", engine, "inference engine: llama.cpp (default), ollama, vllm, sglang, exllamav2, exllamav3, mlx (see `kvplan engines`)");
-  std::string emit;
+  std::string emit, program;
+  app.add_option("--program", program, "the llama.cpp program that runs the plan: llama-server (default) or llama-cli (also a library context such as llama-cpp-python); it decides the logits rows of the compute buffer and the launch line");
   app.add_option("--emit", emit, "print only the recommended option's launch line NAME (llama-server, llama-cli, ollama-env, modelfile, vllm, sglang, tabby-config, mlx-generate, mlx-server)");
   std::optional<std::string> backend;
   app.add_option("--backend", backend, "override the GPU's backend: cuda, metal, rocm, vulkan, sycl, cpu");
@@ -367,6 +368,9 @@ int run(int argc, char** argv) {
   req.allow_slow = allow_slow;
   req.top = top;
   req.max_ctx = max_ctx;
+  // the line asked for names its program, whose logits rows the compute buffer follows
+  const std::string pasted = kvplan::cli::pasted_program(raw);
+  req.program = !program.empty() ? program : !pasted.empty() ? pasted : emit == "llama-cli" ? "llama-cli" : "llama-server";
   req.accept_risk = accept_risk;
   if (!reserve.empty()) req.reserve = kvplan::parse_size(reserve, "--reserve");
   const bool free_auto = free_mem == "auto";
@@ -423,6 +427,8 @@ int run(int argc, char** argv) {
       }
       names.push_back(l.name);
     }
+    // llama.cpp plans one program's line; --emit llama-cli plans for llama-cli (a plan for the server has no such line)
+    if (plan.resolved.engine_id == "llama.cpp" && plan.resolved.program == "llama-server") names.push_back("llama-cli");
     throw InputError("--emit", emit, "is not a launch line of " + plan.resolved.engine, names, kvplan::closest_match(emit, names));
   }
   if (json) std::cout << kvplan::to_json(plan);

@@ -210,8 +210,8 @@ std::string render_plan(const Plan& p) {
                                      !p.request.host_ram ? "assumed: give --ram" : p.request.host_ram_source.empty() ? "--ram" : p.request.host_ram_source));
     if (rec->max_concurrency > 0)
       out += fmt::format("Capacity     the KV pool holds {:.2f} conversations of {} tokens\n", rec->max_concurrency, rec->ctx_per_slot);
-    for (const auto& l : rec->launches)
-      if (l.name != "llama-cli") out += (rec->launches.size() > 1 && l.name != "llama-server" ? "# " + l.name + "\n" : "") + l.text + "\n";
+    for (const auto& l : rec->launches)  // one program's line for llama.cpp; Ollama's environment and Modelfile, named
+      out += (rec->launches.size() > 1 ? "# " + l.name + "\n" : "") + l.text + "\n";
     if (!p.explanation.empty()) {
       out += "\nWhy\n";
       for (const auto& line : p.explanation) out += "  - " + line + "\n";

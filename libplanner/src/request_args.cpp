@@ -40,6 +40,7 @@ std::vector<std::string> request_args(const Request& r) {
   flag("--kv-unified", r.kv_unified);
   put_int("--ubatch-size", r.n_ubatch);
   put_int("--batch-size", r.n_batch);
+  if (r.program != "llama-server") put("--program", r.program);
   put_int("--n-outputs-max", r.n_outputs_max);
   flag("--swa-full", r.swa_full);
   flag("--allow-slow", r.allow_slow);

@@ -25,6 +25,7 @@ class Request(metaclass=_pybind11_type):
     tensor_parallel: int
     fit_placement: bool
     n_outputs_max: int | None
+    program: str
     extra_gpus: list[str]
     override_tensors: list[str]
     host_bandwidth_gbs: float | None
@@ -264,6 +265,8 @@ class Resolved(metaclass=_pybind11_type):
     def n_batch(self) -> int: ...
     @property
     def n_outputs_max(self) -> int: ...
+    @property
+    def program(self) -> str: ...
     @property
     def swa_full(self) -> bool: ...
     @property

@@ -173,6 +173,7 @@ class Resolved:
     n_ubatch: int
     n_batch: int
     n_outputs_max: int  # logits rows of the reserved batch (llama-server: n_parallel · (1 + n_draft))
+    program: str  # llama-server or llama-cli: which program's logits rows and launch line the plan follows
     tensor_split: tuple[float, ...]  # several GPUs: each one's share of the layers, as the launch line gives it
     pipeline_parallel: bool  # several GPUs with every layer offloaded
     swa_full: bool
@@ -546,7 +547,7 @@ def plan(gpu: str | Sequence[str] | None = None, model: PathLike | None = None, 
          backend: str | None = None, build: str | None = None, allow_slow: bool | None = None,
          reserve: Size | None = None, free: Size | None = None, host_ram: Size | None = None,
          top: int | None = None, max_ctx: bool | None = None, accept_risk: bool | None = None,
-         data: PathLike | Sequence[PathLike] | None = None) -> Plan:
+         program: str | None = None, data: PathLike | Sequence[PathLike] | None = None) -> Plan:
     """Plan weights, context and K/V cache types for a model on a GPU: what `kvplan` prints.
 
     gpu: a catalog name ("rtx4090", "RTX 3090") or a size ("24GB" = 24 GiB), or "auto" for this machine's GPUs

@@ -33,6 +33,7 @@ class Options(TypedDict, total=False):
     fit_placement: bool | None  # --fit on: llama-server's fit places the layers, with kvplan's --fit-target
     fit_target_mib: int | None  # --fit-target: MiB llama-server's fit keeps free (needs fit_placement)
     n_outputs_max: int | None  # logits rows per batch (llama-server: n_parallel; a library context: n_batch)
+    program: str | None  # llama-server (default) or llama-cli: the program whose logits rows and launch line the plan follows
     tensor_split: Sequence[float] | None  # several GPUs: each one's share of the layers (default: by free memory)
     split_mode: str | None  # several GPUs: layer (default) or none
     host_bandwidth_gbs: float | None  # host memory bandwidth for the speed estimate (default 60 GB/s)
@@ -83,7 +84,7 @@ FLAG_OF_KEYWORD: Mapping[str, str] = {
     "cache_type_k": "--cache-type-k", "cache_type_v": "--cache-type-v", "flash_attn": "--flash-attn",
     "n_parallel": "--parallel", "tensor_parallel": "--tensor-parallel-size", "fit_placement": "--fit",
     "fit_target_mib": "--fit-target", "kv_unified": "--kv-unified", "n_ubatch": "--ubatch-size",
-    "n_batch": "--batch-size", "n_outputs_max": "--n-outputs-max", "model_draft": "--model-draft",
+    "n_batch": "--batch-size", "n_outputs_max": "--n-outputs-max", "program": "--program", "model_draft": "--model-draft",
     "weights_draft": "--weights-draft", "cache_type_k_draft": "--cache-type-k-draft",
     "cache_type_v_draft": "--cache-type-v-draft", "n_gpu_layers_draft": "--n-gpu-layers-draft",
     "draft_max": "--spec-draft-n-max", "mmproj": "--mmproj", "mmproj_offload": "--no-mmproj-offload",
@@ -355,7 +356,7 @@ def flash_attn(value: object) -> str:
 
 _NAMES = {"task": "a task name", "weights": "a weight format", "cache_type_k": "a cache type",
           "cache_type_v": "a cache type", "split_mode": "a split mode", "rope_scaling": "a rope scaling type",
-          "engine": "an engine name", "backend": "a backend name", "build": "a build name",
+          "engine": "an engine name", "program": "a program name", "backend": "a backend name", "build": "a build name",
           "weights_draft": "a weight format", "cache_type_k_draft": "a cache type", "cache_type_v_draft": "a cache type"}
 _TOKENS = ("ctx_size",)
 _INTS = ("n_parallel", "tensor_parallel", "fit_target_mib", "n_outputs_max", "n_gpu_layers_draft",

@@ -39,6 +39,8 @@ struct Request {
   bool kv_unified = false;           // -kvu
   std::optional<int> n_ubatch;       // -ub (engine default 512)
   std::optional<int> n_batch;        // -b  (engine default 2048)
+  std::string program = "llama-server";  // the llama.cpp program that will run the plan: llama-server | llama-cli
+                                         // (it decides the logits rows, hence the compute buffer, and the launch line)
   std::optional<int> n_outputs_max;  // logits rows a batch may ask for (default: llama-server's n_parallel · (1 + n_draft);
                                      // a library context such as llama-cpp-python's uses n_batch)
   bool swa_full = false;             // --swa-full
@@ -194,6 +196,7 @@ struct Resolved {
   std::vector<double> tensor_split;  // llama.cpp layer split as the launch line gives it (-ts), empty with one GPU
   std::vector<std::string> override_tensors;  // -ot PATTERN=DEVICE as the launch line gives them
   std::vector<std::string> server_args;       // the user's other llama-server flags, re-emitted as given
+  std::string program = "llama-server";       // llama-server | llama-cli (llama.cpp engines only)
   bool pipeline_parallel = false;    // several GPUs with every layer offloaded (llama-context.cpp: n_copies 4)
   bool kv_unified = false;
   int n_ubatch = 512, n_batch = 2048;

@@ -137,7 +137,9 @@ std::vector<Launch> launch_lines(const ModelSpec& model, const Option& o, const 
   const std::string server = "llama-server", slots = " -np 1";
   cli.replace(0, server.size(), "llama-cli");
   if (const auto at = cli.find(slots); at != std::string::npos) cli.erase(at, slots.size());
-  return {{"llama-server", launch_line(model, o, r, default_ubatch, default_batch)}, {"llama-cli", cli}};
+  // One program's line: their compute differs (llama-server reserves logits for its slots, llama-cli for the ubatch).
+  if (r.program == "llama-cli") return {{"llama-cli", cli}};
+  return {{"llama-server", launch_line(model, o, r, default_ubatch, default_batch)}};
 }
 
 }  // namespace kvplan::engines

@@ -511,11 +511,24 @@ void resolve_engine_fields(Setup& s, Bytes total) {
   s.resolved.n_parallel = r.n_parallel;
   s.resolved.tensor_parallel = r.tensor_parallel;
   s.resolved.kv_unified = r.kv_unified;
-  // tools/server/server-context.cpp server_output_limits -> common_speculative_get_output_limits:
-  // n_outputs_max = min(n_batch, n_parallel · (1 + n_draft)), n_draft 0 without speculative decoding.
+  // The program decides the logits rows of the reserve graph. llama-server sets n_outputs_max to its slots
+  // (tools/server/server-context.cpp server_output_limits -> common_speculative_get_output_limits:
+  // min(n_batch, n_parallel · (1 + n_draft)), n_draft 0 without speculative decoding); llama-cli, like any library
+  // context (llama-cpp-python's Llama, LM Studio), leaves it 0, which llama_context's constructor reads as n_batch
+  // (src/llama-context.cpp), so the reserve graph computes logits for the whole ubatch.
+  static const std::vector<std::string> programs = {"llama-server", "llama-cli"};
+  if (std::find(programs.begin(), programs.end(), r.program) == programs.end())
+    throw InputError("--program", r.program, "is not a llama.cpp program kvplan plans for (a library context such as "
+                     "llama-cpp-python: --program llama-cli, whose logits rows are the same)", programs, closest_match(r.program, programs));
+  if (s.runtime && r.program != "llama-server")
+    throw InputError("--program", r.program, "applies to --engine llama.cpp; " + s.runtime->name + " runs its own server");
+  if (r.program == "llama-cli" && r.n_parallel != 1)
+    throw InputError("--parallel", std::to_string(r.n_parallel), "llama-cli runs one conversation; several slots are llama-server's");
+  s.resolved.program = r.program;
+  const int server_rows = std::min(s.resolved.n_batch, r.n_parallel * (1 + s.resolved.draft_max));
   if (r.n_outputs_max && (*r.n_outputs_max < 1 || *r.n_outputs_max > s.resolved.n_batch))
     throw InputError("--n-outputs-max", std::to_string(*r.n_outputs_max), fmt::format("must be 1..{} (the batch size)", s.resolved.n_batch));
-  s.resolved.n_outputs_max = r.n_outputs_max.value_or(std::min(s.resolved.n_batch, r.n_parallel * (1 + s.resolved.draft_max)));
+  s.resolved.n_outputs_max = r.n_outputs_max.value_or(r.program == "llama-server" ? server_rows : s.resolved.n_batch);
   s.resolved.swa_full = r.swa_full;
   if (s.runtime && !r.server_args.empty())
     throw InputError(r.server_args.front(), "", "is a llama-server flag; the " + s.runtime->name + " launch line cannot carry it");
