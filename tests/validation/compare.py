@@ -249,6 +249,26 @@ def print_table(fams: list[dict]) -> None:
             print("  ".join("-" * w for w in widths))
 
 
+def read_compared(csv_path: Path) -> list[dict]:
+    """The rows of a committed compare-*.csv(.gz), typed as compare_row returns them (for --merge)."""
+    opener = gzip.open if csv_path.suffix == ".gz" else open
+    with opener(csv_path, "rt", newline="") as f:
+        rows = list(csv.DictReader(f))
+    out = []
+    for r in rows:
+        c: dict = dict(r)
+        c["misses"] = [m for m in r["misses"].split(";") if m]
+        for k in ("fa", "unified", "swa_full"):
+            c[k] = r[k] == "True"
+        for k, v in r.items():
+            if k.endswith(("_meas", "_pred")) or k in ("ctx", "n_seq", "ubatch", "n_ctx", "n_ctx_seq", "n_ubatch",
+                                                       "kv_cells", "swa_cells", "state_cells"):
+                c[k] = int(v) if v not in ("", None) else None
+        c["compute_err_pct"] = float(r["compute_err_pct"]) if r.get("compute_err_pct") else None
+        out.append(c)
+    return out
+
+
 def kvplan_version(kvplan: Path) -> str:
     try:
         version = subprocess.run([str(kvplan), "--version"], stdout=subprocess.PIPE, text=True).stdout.strip()
@@ -277,6 +297,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--results", type=Path, default=HERE / "results")
     ap.add_argument("--jobs", type=int, default=4)
     ap.add_argument("--show", type=int, default=25, help="mismatching contexts to print in full")
+    ap.add_argument("--merge", action="store_true",
+                    help="re-run only the measured file's families: keep the other families' rows of the existing "
+                         "results (their CSV and summary) and replace these; the summary records the merge")
     ap.add_argument("--no-fail-on", default="", metavar="TARGETS",
                     help="comma-separated targets reported but not failed on (e.g. compute,fits while the compute "
                          "model is being fixed); the results still record them")
@@ -303,6 +326,20 @@ def main(argv: list[str] | None = None) -> int:
         pairs = list(pool.map(one, rows))
     compared = [compare_row(r, p) for r, p in pairs]
     compare_secs = time.time() - t0
+    csv_path = args.results / (f"compare-{args.mode}.csv" + (".gz" if args.mode == "full" else ""))
+    summary_path = args.results / f"summary-{args.mode}.json"
+    merged = None
+    if args.merge:
+        rerun = sorted({r["model"] for r in rows}, key=lambda n: sweep.MODELS.index(n) if n in sweep.MODELS else 99)
+        previous = json.loads(summary_path.read_text())
+        kept = [c for c in read_compared(csv_path) if c["model"] not in rerun]
+        merged = {"rerun_models": rerun, "rerun_contexts": len(compared),
+                  "kept_models": sorted({c["model"] for c in kept}, key=lambda n: sweep.MODELS.index(n)
+                                        if n in sweep.MODELS else 99),
+                  "kept_contexts": len(kept), "kept_kvplan_version": previous.get("kvplan_version"),
+                  "kept_measure_wall_seconds": previous.get("measure_wall_seconds"),
+                  "kept_compare_wall_seconds": previous.get("compare_wall_seconds")}
+        compared = kept + compared
 
     fams = family_table(compared)
     print(f"kvplan vs llama.cpp ({args.mode}, CPU backend, {len(compared)} contexts): exact bytes matched / compared")
@@ -336,11 +373,9 @@ def main(argv: list[str] | None = None) -> int:
                                              c["key"])):
         w.writerow({**c, "misses": ";".join(c["misses"])})
     if args.mode == "full":
-        csv_path = args.results / "compare-full.csv.gz"
         with open(csv_path, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as gz:
             gz.write(buf.getvalue().encode())
     else:
-        csv_path = args.results / f"compare-{args.mode}.csv"
         csv_path.write_text(buf.getvalue())
 
     first_ok = next((r for r in rows if r.get("status") == "ok"), {})
@@ -361,7 +396,13 @@ def main(argv: list[str] | None = None) -> int:
         "families": fams,
         "miss_groups": miss_groups(compared),
     }
-    (args.results / f"summary-{args.mode}.json").write_text(json.dumps(summary, indent=1) + "\n")
+    if merged:
+        # the walls of the whole sweep: the kept families' share plus this run's
+        for key in ("measure_wall_seconds", "compare_wall_seconds"):
+            if summary[key] is not None and merged[f"kept_{key}"] is not None:
+                summary[key] = round(summary[key] + merged[f"kept_{key}"], 1)
+        summary["merged"] = merged
+    summary_path.write_text(json.dumps(summary, indent=1) + "\n")
     print(f"\ncompare: {len(compared)} contexts, {len(misses)} missed a target; "
           f"kvplan ran in {compare_secs:.1f} s -> {csv_path}")
     tolerated = {t for t in args.no_fail_on.split(",") if t}

@@ -107,6 +107,11 @@ TARGET_NAMES = {
 }
 
 
+def number(n: int) -> str:
+    words = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve"]
+    return words[n] if n < len(words) else str(n)
+
+
 def render() -> str:
     summaries = {}
     for mode in ("subset", "full"):
@@ -121,7 +126,8 @@ def render() -> str:
         return "\n".join(lines) + "\n"
     main = summaries.get("full") or summaries["subset"]
     lines += [
-        "`tests/validation/` creates llama.cpp contexts for synthetic GGUF models of ten architecture families and",
+        f"`tests/validation/` creates llama.cpp contexts for synthetic GGUF models of {number(len(main['families']))} "
+        "architecture families and",
         "compares what llama.cpp allocated with kvplan's prediction for the same file (`kvplan --model FILE.gguf",
         "--backend cpu …`). The bytes come from llama.cpp itself: a small probe library interposed on ggml's",
         "allocator reads every weight, KV and recurrent-state buffer tensor by tensor, and",
@@ -148,6 +154,12 @@ def render() -> str:
                      f"{duration(s.get('measure_wall_seconds'))} ({s.get('measure_jobs')} jobs on {sweep.MACHINE}), "
                      f"kvplan's predictions {duration(s.get('compare_wall_seconds'))}; "
                      f"{s['contexts_missed']} missed a target.")
+        if s.get("merged"):
+            mg = s["merged"]
+            lines.append(f"  Merged run: {', '.join(f'`{m}`' for m in mg['rerun_models'])} ({mg['rerun_contexts']} contexts) "
+                         f"measured and predicted by this kvplan; the other {len(mg['kept_models'])} families' "
+                         f"{mg['kept_contexts']} contexts kept from the run of `{mg['kept_kvplan_version']}` "
+                         "(`run.sh --models … --merge`); the times add both runs.")
     lines.append(f"- Building llama-cpp-python {main.get('llama_cpp_python')} from source, once per machine: "
                  f"{sweep.PACKAGE_BUILD} on {sweep.MACHINE}.")
     worst, where = worst_compute(main)
