@@ -343,3 +343,71 @@ TEST_CASE("a tied model's output copy exists only when the output layer is on an
   CHECK(on_gpu.device.unpadded - on_cpu.device.unpadded == 512000);  // the token_embd copy (f16 256 × 1000)
   fs::remove(path);
 }
+
+namespace {
+// One attention block of n_embd 256, 4 heads, 2 KV heads of 64, f16 matrices: 2·1024 + 2·131072 + 2·65536 B.
+constexpr std::int64_t kBlockBytes = 2 * 1024 + 2 * 131072 + 2 * 65536;
+void attention_block(kvtest::GgufBuilder& g, int i) {
+  const std::string b = "blk." + std::to_string(i) + ".";
+  g.tensor(b + "attn_norm.weight", F32, {256}, 1024);
+  g.tensor(b + "attn_q.weight", F16, {256, 256}, 131072);
+  g.tensor(b + "attn_k.weight", F16, {256, 128}, 65536);
+  g.tensor(b + "attn_v.weight", F16, {256, 128}, 65536);
+  g.tensor(b + "attn_output.weight", F16, {256, 256}, 131072);
+  g.tensor(b + "post_attention_norm.weight", F32, {256}, 1024);
+}
+void header(kvtest::GgufBuilder& g, const std::string& arch, int layers) {
+  g.str("general.architecture", arch);
+  g.u32(arch + ".block_count", static_cast<std::uint32_t>(layers));
+  g.u32(arch + ".embedding_length", 256);
+  g.u32(arch + ".attention.head_count", 4);
+  g.u32(arch + ".attention.head_count_kv", 2);
+  g.u32(arch + ".feed_forward_length", 512);
+  g.u32(arch + ".context_length", 4096);
+  g.tensor("token_embd.weight", F16, {256, 1000}, 512000);
+  g.tensor("output_norm.weight", F32, {256}, 1024);
+}
+Bytes cpu_weights(const ModelSpec& m) {
+  const auto w = weight_bytes(m, kvtest::catalog().weight_format("Q8_0"), kvtest::engine(), kvtest::engine().backend("cpu"));
+  return w.device.unpadded + w.host.unpadded;
+}
+}  // namespace
+
+TEST_CASE("glm4moe: the NextN block's tensors are not loaded but its layer is cached (src/models/glm4-moe.cpp TENSOR_SKIP)") {
+  const std::string path = temp("glm4moe.gguf");
+  kvtest::GgufBuilder g;
+  header(g, "glm4moe", 3);
+  g.u32("glm4moe.nextn_predict_layers", 1);
+  g.tensor("output.weight", F16, {256, 1000}, 512000);
+  for (int i = 0; i < 3; ++i) attention_block(g, i);
+  g.tensor("blk.2.nextn.eh_proj.weight", F16, {512, 256}, 262144);
+  g.tensor("blk.2.nextn.enorm.weight", F32, {256}, 1024);
+  g.write(path);
+  const auto spec = load_model_file(path, kvtest::catalog());
+  CHECK(spec->layers == 3);
+  // token_embd + output_norm + output + blocks 0 and 1; block 2 (the NextN block) is skipped whole
+  CHECK(cpu_weights(*spec) == 512000 + 1024 + 512000 + 2 * kBlockBytes);
+  const auto caches = layer_caches(*spec, kvtest::engine());
+  CHECK(std::count_if(caches.begin(), caches.end(), [](const LayerCache& c) { return c.kind == LayerKind::full; }) == 3);
+  fs::remove(path);
+}
+
+TEST_CASE("gemma3n: layers from 20 on have no cache, whatever the file says; the tied output is a second copy on the CPU") {
+  const std::string path = temp("gemma3n.gguf");
+  kvtest::GgufBuilder g;
+  header(g, "gemma3n", 22);
+  g.u32("gemma3n.attention.sliding_window", 512);
+  g.u32("gemma3n.attention.shared_kv_layers", 10);  // ignored: llama.cpp hard-codes n_layer_kv_from_start = 20
+  for (int i = 0; i < 22; ++i) attention_block(g, i);
+  g.write(path);
+  const auto spec = load_model_file(path, kvtest::catalog());
+  CHECK(spec->shared_kv_from == 20);
+  const auto caches = layer_caches(*spec, kvtest::engine());
+  // period 5: il % 5 < 4 slides; layers 0..19 are cached: 16 sliding, 4 full
+  CHECK(std::count_if(caches.begin(), caches.end(), [](const LayerCache& c) { return c.kind == LayerKind::sliding; }) == 16);
+  CHECK(std::count_if(caches.begin(), caches.end(), [](const LayerCache& c) { return c.kind == LayerKind::full; }) == 4);
+  CHECK(std::count_if(caches.begin(), caches.end(), [](const LayerCache& c) { return c.kind == LayerKind::none; }) == 2);
+  // token_embd twice (the output copy is created first, so TENSOR_DUPLICATED finds nothing to reuse)
+  CHECK(cpu_weights(*spec) == 2 * 512000 + 1024 + 22 * kBlockBytes);
+  fs::remove(path);
+}

@@ -411,6 +411,96 @@ def granitehybrid_tiny() -> Model:
     return m
 
 
+def glm4moe_tiny() -> Model:
+    """GLM-4.5: full attention with q/k/v biases, explicit head size 128 > n_embd / n_head, partial RoPE (half
+    the head), QK norms (GLM-4.5, not 4.5-Air), one leading dense block, then MoE with a shared expert and a
+    sigmoid router with exp_probs_b, untied; block_count counts the NextN/MTP block (convert_hf_to_gguf.py
+    Glm4MoeModel: num_hidden_layers + num_nextn_predict_layers), whose tensors llama.cpp skips (TENSOR_SKIP)
+    but whose layer still gets a KV cache (src/llama-kv-cache.cpp loops over n_layer_all)."""
+    m = Model("glm4moe-tiny", "glm4moe", sweep.FAMILIES["glm4moe-tiny"], n_vocab=1000)
+    E, L, F, H, HKV, D = 256, 4, 512, 4, 2, 128  # L: 3 layers + 1 NextN block
+    NE, NU, NS, FE, NEXTN = 4, 2, 1, 128, 1
+    common(m, n_embd=E, n_layer=L, n_ff=F, n_head=H, n_head_kv=HKV, key_length=D, value_length=D,
+           rope_dims=D // 2, rope_base=1000000.0, rms_eps=1e-5)
+    m.meta("add_vocab_size", m.n_vocab)
+    m.meta("add_expert_count", NE)
+    m.meta("add_expert_used_count", NU)
+    m.meta("add_expert_feed_forward_length", FE)
+    m.meta("add_expert_shared_count", NS)
+    m.meta("add_leading_dense_block_count", 1)
+    m.meta("add_expert_gating_func", gguf.ExpertGatingFuncType.SIGMOID)
+    m.meta("add_expert_weights_scale", 2.5)
+    m.meta("add_expert_weights_norm", True)
+    m.meta("add_nextn_predict_layers", NEXTN)
+    embeddings(m, E, embd_type=Q.Q8_0, output_type=Q.Q8_0)
+    for i in range(L):
+        m.add(f"blk.{i}.attn_norm.weight", (E,))
+        attention(m, i, E, H * D, HKV * D, HKV * D, H * D, Q.Q8_0, bias=True)
+        m.add(f"blk.{i}.attn_q_norm.weight", (D,))
+        m.add(f"blk.{i}.attn_k_norm.weight", (D,))
+        m.add(f"blk.{i}.post_attention_norm.weight", (E,))
+        if i < 1:
+            dense_ffn(m, i, E, F, Q.Q4_0)
+        else:
+            moe_ffn(m, i, E, FE, NE, Q.Q4_0)
+            m.add(f"blk.{i}.exp_probs_b.bias", (NE,))
+            shared_expert(m, i, E, FE * NS, Q.Q8_0)
+        if i >= L - NEXTN:
+            m.add(f"blk.{i}.nextn.eh_proj.weight", (2 * E, E), Q.Q8_0)
+            m.add(f"blk.{i}.nextn.enorm.weight", (E,))
+            m.add(f"blk.{i}.nextn.hnorm.weight", (E,))
+            m.add(f"blk.{i}.nextn.shared_head_norm.weight", (E,))
+    return m
+
+
+def gemma3n_tiny() -> Model:
+    """Gemma 3n: 22 layers so that layers 20 and 21 reuse the caches of layers 18 and 19 (llama.cpp hard-codes
+    n_layer_kv_from_start = 20; the converter writes shared_kv_layers = 2 for this shape), sliding window 512 on
+    4 of every 5 layers (the converter writes the pattern as a bool array, which llama.cpp's scalar read ignores:
+    period 5), AltUp (4 inputs), Laurel (rank 64) and per-layer embeddings of 256 per layer, tied."""
+    m = Model("gemma3n-tiny", "gemma3n", sweep.FAMILIES["gemma3n-tiny"], n_vocab=1000)
+    E, L, F, H, HKV, D = 256, 22, 512, 4, 2, 128
+    ALTUP, LAUREL, PLE = 4, 64, 256  # llama-hparams.h defaults n_altup, laurel_rank, n_embd_altup
+    common(m, n_embd=E, n_layer=L, n_ff=F, n_head=H, n_head_kv=HKV, key_length=D, value_length=D,
+           rope_base=1000000.0, ctx_train=32768)
+    m.meta("add_sliding_window", 512)
+    m.meta("add_rope_freq_base_swa", 10000.0)
+    m.meta("add_altup_active_idx", 0)
+    m.meta("add_altup_num_inputs", ALTUP)
+    m.meta("add_embedding_length_per_layer_input", PLE)
+    m.meta("add_shared_kv_layers", L - 20)
+    m.meta("add_activation_sparsity_scale", [1.6448536] * 10 + [0.0] * (L - 10))
+    m.meta("add_sliding_window_pattern", [i % 5 < 4 for i in range(L)])
+    m.add("token_embd.weight", (E, m.n_vocab), Q.Q8_0)
+    m.add("altup_proj.weight", (E, E, ALTUP - 1), Q.Q8_0)
+    m.add("altup_unembd_proj.weight", (E, E, ALTUP - 1), Q.Q8_0)
+    m.add("per_layer_token_embd.weight", (PLE * L, m.n_vocab), Q.Q8_0)
+    m.add("per_layer_model_proj.weight", (E, PLE * L), Q.Q8_0)
+    m.add("per_layer_proj_norm.weight", (PLE,))
+    m.add("output_norm.weight", (E,))
+    for i in range(L):
+        m.add(f"blk.{i}.attn_norm.weight", (E,))
+        attention(m, i, E, H * D, HKV * D, HKV * D, H * D, Q.Q8_0)
+        m.add(f"blk.{i}.attn_q_norm.weight", (D,))
+        m.add(f"blk.{i}.attn_k_norm.weight", (D,))
+        m.add(f"blk.{i}.post_attention_norm.weight", (E,))
+        m.add(f"blk.{i}.ffn_norm.weight", (E,))
+        dense_ffn(m, i, E, F, Q.Q4_0)
+        m.add(f"blk.{i}.post_ffw_norm.weight", (E,))
+        m.add(f"blk.{i}.inp_gate.weight", (E, PLE), Q.Q8_0)
+        m.add(f"blk.{i}.proj.weight", (PLE, E), Q.Q8_0)
+        m.add(f"blk.{i}.post_norm.weight", (E,))
+        m.add(f"blk.{i}.altup_correct_coef.weight", (ALTUP, ALTUP))
+        m.add(f"blk.{i}.altup_correct_scale.weight", (E,))
+        m.add(f"blk.{i}.altup_predict_coef.weight", (ALTUP, ALTUP * ALTUP))
+        m.add(f"blk.{i}.altup_router.weight", (E, ALTUP))
+        m.add(f"blk.{i}.altup_router_norm.weight", (E,))
+        m.add(f"blk.{i}.laurel_l.weight", (E, LAUREL), Q.Q8_0)
+        m.add(f"blk.{i}.laurel_r.weight", (LAUREL, E), Q.Q8_0)
+        m.add(f"blk.{i}.laurel_post_norm.weight", (E,))
+    return m
+
+
 MODELS: dict[str, Callable[[], Model]] = {
     "llama-tiny": llama_tiny,
     "llama-wide": llama_wide,
@@ -422,6 +512,8 @@ MODELS: dict[str, Callable[[], Model]] = {
     "mamba2-tiny": mamba2_tiny,
     "qwen3next-tiny": qwen3next_tiny,
     "granitehybrid-tiny": granitehybrid_tiny,
+    "glm4moe-tiny": glm4moe_tiny,
+    "gemma3n-tiny": gemma3n_tiny,
 }
 
 

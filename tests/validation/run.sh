@@ -2,7 +2,7 @@
 # Validates kvplan against real llama.cpp: the build llama-cpp-python 0.3.35 vendors (b10454, 4df29be4f).
 #
 #   tests/validation/run.sh [--subset|--full] [--install-only] [--measure-only] [--models a,b]
-#                           [--no-fail-on compute,fits] [--results DIR]
+#                           [--no-fail-on compute,fits] [--results DIR] [--merge]
 #
 # --subset (the default) is the fixed CI subset; --full is the whole sweep (see docs/accuracy.md for
 # its wall time). Steps:
@@ -13,7 +13,8 @@
 #   3. the synthetic GGUF models (make_models.py) in tests/validation/models/;
 #   4. the measurements (measure.py) in tests/validation/out/;
 #   5. the comparison with build/kvplan (compare.py): results/compare-MODE.csv and summary-MODE.json
-#      (--results DIR writes them elsewhere: ctest does, so a test run leaves the committed results alone).
+#      (--results DIR writes them elsewhere: ctest does, so a test run leaves the committed results alone;
+#      --merge with --models re-runs those families only and keeps the other families' rows of the results).
 # Exit status: compare.py's (1 when a target is missed), or 2 on a setup error.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -26,6 +27,7 @@ measure_only=0
 models=""
 no_fail_on=""
 results="$here/results"
+merge=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --subset) mode=subset ;;
@@ -35,6 +37,7 @@ while [ $# -gt 0 ]; do
     --models) models="$2"; shift ;;
     --no-fail-on) no_fail_on="$2"; shift ;;
     --results) results="$2"; shift ;;
+    --merge) merge=(--merge) ;;
     -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -103,4 +106,4 @@ if [ ! -x "$kvplan" ]; then
   exit 2
 fi
 mkdir -p "$results"
-"$py" compare.py --"$mode" --kvplan "$kvplan" --no-fail-on "$no_fail_on" --results "$results"
+"$py" compare.py --"$mode" --kvplan "$kvplan" --no-fail-on "$no_fail_on" --results "$results" "${merge[@]}"

@@ -206,6 +206,11 @@ struct EngineSpec {
     bool outputs_after_norm = false;  // output rows are selected after the final norm, not in the last layer
     std::string rope_switch_key;      // GGUF key that turns RoPE off (Granite: rope.scaling.finetuned); "" none
     bool residual_scale = false;      // layer outputs are scaled before the residual ADD (Granite residual_multiplier)
+    bool nextn_skipped = false;       // the last nextn_predict_layers blocks' tensors are not loaded (TENSOR_SKIP); their KV is
+    bool tied_output_copy = false;    // a tied output is created before token_embd: a second tensor even in the same buffer
+    int kv_from_start = 0;            // hard-coded n_layer_kv_from_start: later layers reuse earlier caches (0: none)
+    int per_layer_input = 0;          // per-layer input width per layer (Gemma 3n n_embd_altup; 0: none)
+    int altup = 0;                    // AltUp streams of the hidden state (Gemma 3n n_altup; 0: none)
     std::string family;
   };
   std::map<std::string, ArchRule> archs;                 // architectures kvplan sizes

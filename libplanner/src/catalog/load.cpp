@@ -374,6 +374,13 @@ EngineSpec read_engine(const Reader& r) {
       rule.residual_scale = a["residual_scale"] && r.convert<bool>("archs." + name + ".residual_scale", a["residual_scale"]);
       rule.shared_expert_gate = a["shared_expert_gate"] && r.convert<bool>("archs." + name + ".shared_expert_gate", a["shared_expert_gate"]);
       rule.outputs_after_norm = a["outputs_after_norm"] && r.convert<bool>("archs." + name + ".outputs_after_norm", a["outputs_after_norm"]);
+      rule.nextn_skipped = a["nextn_skipped"] && r.convert<bool>("archs." + name + ".nextn_skipped", a["nextn_skipped"]);
+      rule.tied_output_copy = a["tied_output_copy"] && r.convert<bool>("archs." + name + ".tied_output_copy", a["tied_output_copy"]);
+      rule.kv_from_start = num("kv_from_start");
+      rule.per_layer_input = num("per_layer_input");
+      rule.altup = num("altup");
+      for (const char* key : {"kv_from_start", "per_layer_input", "altup"})
+        if (a[key]) r.range("archs", num(key), 1, 1 << 16, "archs." + name + "." + key);
       if (!rule.moe_gating.empty() && rule.moe_gating != "softmax" && rule.moe_gating != "topk_softmax" &&
           rule.moe_gating != "sigmoid_bias")
         throw InputError(r.location("archs", a["moe_gating"]) + " archs." + name + ".moe_gating", rule.moe_gating, "is not an expert gating",

@@ -84,6 +84,15 @@ ComputeBytes compute_bytes(const ModelSpec& m, const EngineSpec& engine, const C
   const EngineSpec::ArchRule* arch = engine.arch(m.arch);
   const double q_rows = arch && arch->gated_query ? 3.0 : 2.0;
   const double small = (4.0 * m.embd + q_rows * q_width) * ub * 4;
+  // Gemma 3n (arch rules per_layer_input, altup; src/models/gemma3n.cpp build_inp_per_layer, project_per_layer_inputs):
+  // the per-layer inputs, n_embd_altup · n_layer f32 per token, are live four times at the graph's start (the get_rows
+  // rows, the per_layer_model_proj product, their sum and its permuted copy) beside one n_embd row; one copy then stays
+  // live through every layer beside the n_altup AltUp streams and their predictions and corrections (4 · n_altup
+  // n_embd rows). Measured on tests/validation gemma3n-tiny (CPU): 4 · P + n_embd + 12 floats per token with FA,
+  // KQ + P + 15 · n_embd + 8 without (P = 256 · 22).
+  const double per_layer = arch && arch->per_layer_input > 0 ? static_cast<double>(arch->per_layer_input) * m.layers : 0;
+  const double per_layer_start = per_layer > 0 ? (4 * per_layer + m.embd) * ub * 4 : 0;
+  const double layer_live = std::max(small, per_layer > 0 ? (per_layer + 4.0 * std::max(1, arch->altup) * m.embd) * ub * 4 : 0.0);
   // The reserve graph computes logits for min(n_tokens, n_outputs_max) rows (llama-context.cpp graph_reserve
   // callers): every ubatch token for a library context, n_parallel · (1 + n_draft) for llama-server.
   const double rows = s.n_outputs > 0 ? std::min<double>(s.n_outputs, ub) : ub;
@@ -96,12 +105,12 @@ ComputeBytes compute_bytes(const ModelSpec& m, const EngineSpec& engine, const C
     const bool cuda_like = backend.id == "cuda" || backend.id == "rocm";
     const bool f16_copies = (cuda_like && (type_k.quantized() || type_v.quantized())) || type_k.name == "f32" || type_v.name == "f32";
     // The copies cover the whole view the FA node reads: every stream of a non-unified cache.
-    attention = small + (f16_copies ? n_kv * s.n_stream * widths * 2 : 0);
+    attention = layer_live + (f16_copies ? n_kv * s.n_stream * widths * 2 : 0);
   } else if (n_kv > 0) {
     // KQ in f32; an MLA V view is not transposed in the cache, so build_attn_mha makes a contiguous
     // transposed copy of it (measured on deepseek2 by tests/validation).
     const double v_cont = mla_v_view > 0 ? n_kv * s.n_stream * mla_v_view * (type_k.bytes / static_cast<double>(type_k.block)) : 0;
-    attention = n_kv * ub * m.heads * 4 + small + v_cont;
+    attention = n_kv * ub * m.heads * 4 + layer_live + v_cont;
   }
   const double ff = m.moe ? static_cast<double>(m.moe->expert_ff) * m.moe->experts_used + m.moe->shared_ff : m.ff;
   const double ffn = (2 * ff + 6.0 * m.embd) * ub * 4;
@@ -119,7 +128,7 @@ ComputeBytes compute_bytes(const ModelSpec& m, const EngineSpec& engine, const C
     recurrent = ub * 4 * per_token + state * std::max(1, s.n_seq) * 4;
   }
   ComputeBytes out;
-  const double peak = std::max({logits, attention, ffn, recurrent}) + rotation_inputs(m, engine, layers, type_k, type_v);
+  const double peak = std::max({logits, attention, ffn, recurrent, per_layer_start}) + rotation_inputs(m, engine, layers, type_k, type_v);
   out.device = estimate_with_error(peak, backend.compute_rel_error);
   // The closed forms count whole rows live beside the peak's big tensor; which other rows ggml-alloc keeps
   // live depends on its reuse order, which they do not reproduce. Over the validation sweep the rows they miss

@@ -264,12 +264,16 @@ WeightBytes weight_bytes(const ModelSpec& m, const WeightFormat& format, const E
     if (!re->ok()) throw InputError("--override-tensor", pattern, "is not a valid regular expression (RE2 syntax): " + re->error());
     overrides.emplace_back(std::move(re), device);
   }
+  const EngineSpec::ArchRule* arch = engine.arch(m.arch);
+  const bool tied_output_copy = arch && arch->tied_output_copy;
   for (const auto& t : weight_tensors(m, format, engine)) {
     const int device = device_of(t, placement, overrides);
     const bool gpu = device >= 0;
     // The output copy of a tied model exists only on another device than token_embd's (an offloaded
     // output layer on a GPU); on the CPU backend, or with the output layer in RAM, it is the same tensor.
-    if ((!gpu || backend.id == "cpu") && t.name.find("copy of token_embd") != std::string::npos) continue;
+    // Gemma 3n creates the output before token_embd (src/models/gemma3n.cpp load_arch_tensors), so create_tensor's
+    // TENSOR_DUPLICATED lookup finds nothing and allocates a second copy even in the same buffer (arch rule tied_output_copy).
+    if ((!gpu || backend.id == "cpu") && !tied_output_copy && t.name.find("copy of token_embd") != std::string::npos) continue;
     const GgmlType& type = engine.type(t.type, "weights " + format.id);
     const Figure f = tensor_bytes(type, t.ne0, t.nrows, gpu ? backend : cpu);
     Bytes& sum = gpu ? dev : host;

@@ -153,6 +153,9 @@ ModelSpec model_from_gguf(const std::vector<GgufHeader>& splits, const std::vect
     if (window > 0) m.swa = SlidingWindow{window, rule->swa_pattern, rule->chunked};
   }
   if (meta.has("attention.shared_kv_layers")) m.shared_kv_from = m.layers - meta.integer("attention.shared_kv_layers", 0);
+  // src/models/gemma3n.cpp load_arch_hparams: n_layer_kv_from_start = 20 whatever the file says (llama-hparams.cpp
+  // has_kv: layers from it on have no cache of their own); a model of at most that many layers caches every layer.
+  if (rule->kv_from_start > 0) m.shared_kv_from = m.layers > rule->kv_from_start ? rule->kv_from_start : 0;
 
   // llama.cpp granite*.cpp: rope_finetuned doubles as the RoPE switch (the converter writes false for hybrids)
   if (!rule->rope_switch_key.empty()) {
@@ -210,6 +213,19 @@ ModelSpec model_from_gguf(const std::vector<GgufHeader>& splits, const std::vect
     m.recurrent = r;
   }
 
+  // src/models/glm4-moe.cpp load_arch_tensors: the tensors of the last nextn_predict_layers blocks (the NextN/MTP
+  // block) are created with TENSOR_SKIP, which llama-model-loader.cpp create_tensor never allocates; their layers
+  // still get a KV cache (llama-kv-cache.cpp loops over n_layer_all), so block_count stays the layer count.
+  const int nextn = rule->nextn_skipped ? meta.integer("nextn_predict_layers", 0) : 0;
+  if (nextn >= m.layers) meta.bad("nextn_predict_layers", fmt::format("is {}, not below block_count {}", nextn, m.layers));
+  auto skipped = [&](const std::string& name) {
+    if (nextn == 0 || name.rfind("blk.", 0) != 0) return false;
+    const auto dot = name.find('.', 4);
+    const std::string digits = name.substr(4, dot == std::string::npos ? std::string::npos : dot - 4);
+    return !digits.empty() && digits.size() < 6 && std::all_of(digits.begin(), digits.end(), [](unsigned char c) { return std::isdigit(c); }) &&
+           std::stoi(digits) >= m.layers - nextn;
+  };
+
   // Tensors: every split's, with the exact ggml type; file bytes must hold the tensor data.
   std::int64_t params = 0;
   bool has_output = false;
@@ -234,7 +250,7 @@ ModelSpec model_from_gguf(const std::vector<GgufHeader>& splits, const std::vect
         if (t.ne[1] > (1 << 24)) throw InputError(paths[i], t.name, fmt::format("has {} rows: not a vocabulary (accepted: 1..16777216)", t.ne[1]));
         m.vocab = static_cast<int>(t.ne[1]);
       }
-      m.file_tensors.push_back({t.name, type->name, t.ne[0], rows, is_input_tensor(t.name)});
+      if (!skipped(t.name)) m.file_tensors.push_back({t.name, type->name, t.ne[0], rows, is_input_tensor(t.name)});
     }
   }
   if (m.file_tensors.empty()) throw InputError(file, "", "the GGUF holds no tensors");
