@@ -230,6 +230,40 @@ TEST_CASE("recurrent state: f32 per sequence, independent of context (src/llama-
   fs::remove(path);
 }
 
+TEST_CASE("Qwen3.5 GGUF: the MTP block is neither cached nor loaded (b10454 models/qwen35.cpp, create_memory filters)") {
+  // Qwen3.5-27B's shape (config.json: 64 layers + mtp_num_hidden_layers 1, 4 KV heads x 256, linear_conv_kernel_dim 4,
+  // 16 key heads and 48 value heads of 128): conversion/qwen.py writes block_count 65 and nextn_predict_layers 1.
+  kvtest::GgufBuilder g;
+  g.str("general.architecture", "qwen35");
+  for (auto [k, v] : std::initializer_list<std::pair<const char*, std::uint32_t>>{
+           {"qwen35.block_count", 65}, {"qwen35.nextn_predict_layers", 1}, {"qwen35.embedding_length", 5120},
+           {"qwen35.attention.head_count", 24}, {"qwen35.attention.head_count_kv", 4}, {"qwen35.attention.key_length", 256},
+           {"qwen35.attention.value_length", 256}, {"qwen35.context_length", 262144}, {"qwen35.ssm.conv_kernel", 4},
+           {"qwen35.ssm.inner_size", 6144}, {"qwen35.ssm.state_size", 128}, {"qwen35.ssm.group_count", 16},
+           {"qwen35.ssm.time_step_rank", 48}, {"qwen35.full_attention_interval", 4}})
+    g.u32(k, v);
+  g.tensor("token_embd.weight", F16, {5120, 1000}, 5120 * 1000 * 2);
+  g.tensor("blk.63.attn_norm.weight", 0, {5120}, 5120 * 4);
+  g.tensor("blk.64.attn_norm.weight", 0, {5120}, 5120 * 4);   // the MTP block: TENSOR_SKIP without load_mtp
+  g.tensor("blk.64.nextn.eh_proj.weight", F16, {10240, 5120}, 10240LL * 5120 * 2);
+  const std::string path = temp("qwen35.gguf");
+  g.write(path);
+  const auto spec = load_model_file(path, kvtest::catalog());
+  CHECK(spec->layers == 65);  // -ngl still counts it (load_tensors: n_layer_all)
+  CHECK(spec->mtp_layers == 1);
+  int attention = 0, recurrent = 0;
+  for (int il = 0; il < 65; ++il) attention += !spec->is_recurrent(il) && spec->kv_heads_at(il) > 0, recurrent += spec->is_recurrent(il);
+  CHECK(attention == 16);  // il % 4 == 3 below 64; not the MTP block 64
+  CHECK(recurrent == 48);
+  for (const auto& t : spec->file_tensors) CHECK(t.name.rfind("blk.64.", 0) != 0);
+  const auto s = context_shape(*spec, kvtest::engine(), 32768, 1, true, 512, 2048, false);
+  const auto kv = kv_cache_bytes(*spec, kvtest::engine(), s, kvtest::type("f16"), kvtest::type("f16"), true, kvtest::cuda());
+  // per GDN layer: r = 3 * (6144 + 2*16*128) = 30720 f32, s = 128 * 6144 = 786432 f32
+  CHECK(kv.state.unpadded == 48LL * (30720 + 786432) * 4);  // 149.6 MiB
+  CHECK(kv.k.bytes + kv.v.bytes == 16LL * 32768 * 2 * 1024 * 2);  // 16 layers x 32768 x (1024 + 1024) x 2 B = 2 GiB
+  fs::remove(path);
+}
+
 TEST_CASE("config.json input: fields used and assumed are reported") {
   const fs::path dir = fs::temp_directory_path() / "kvplan_config_test";
   fs::create_directories(dir);

@@ -411,6 +411,97 @@ def granitehybrid_tiny() -> Model:
     return m
 
 
+# --- Qwen3.5 / 3.6 (qwen35, qwen35moe): gated delta-net hybrids with a trailing MTP block ----------------------
+
+
+def _qwen35_common(m: Model, *, E: int, L: int, F: int, H: int, HKV: int, D: int, DC: int, DS: int, NKH: int,
+                   NVH: int, NEXTN: int) -> None:
+    """Qwen3.5's metadata (conversion/qwen.py Qwen3_5TextModel): block_count counts the MTP block(s) too
+    (_QwenMtpMixin: num_hidden_layers + mtp_num_hidden_layers), nextn_predict_layers says how many; MRoPE
+    sections are always written."""
+    common(m, n_embd=E, n_layer=L + NEXTN, n_ff=F, n_head=H, n_head_kv=HKV, key_length=D, value_length=D,
+           rope_dims=D // 4, rope_base=10000000.0, ctx_train=262144)
+    m.meta("add_rope_dimension_sections", [11, 11, 10, 0])
+    m.meta("add_ssm_conv_kernel", DC)
+    m.meta("add_ssm_state_size", DS)
+    m.meta("add_ssm_group_count", NKH)
+    m.meta("add_ssm_time_step_rank", NVH)
+    m.meta("add_ssm_inner_size", DS * NVH)
+    m.meta("add_full_attention_interval", 4)
+    m.meta("add_nextn_predict_layers", NEXTN)
+
+
+def _qwen35_mixer(m: Model, i: int, *, E: int, H: int, HKV: int, D: int, DC: int, DS: int, NKH: int, NVH: int,
+                  attn: bool) -> None:
+    """src/models/qwen35.cpp load_block_trunk: a gated full-attention layer (wq 2·n_head·head wide) or a gated
+    delta-net layer (separate ssm_alpha / ssm_beta, unlike qwen3next's fused ssm_ba)."""
+    m.add(f"blk.{i}.attn_norm.weight", (E,))
+    m.add(f"blk.{i}.post_attention_norm.weight", (E,))
+    if attn:
+        attention(m, i, E, H * D * 2, HKV * D, HKV * D, H * D, Q.Q8_0)
+        m.add(f"blk.{i}.attn_q_norm.weight", (D,))
+        m.add(f"blk.{i}.attn_k_norm.weight", (D,))
+        return
+    key_dim, value_dim = DS * NKH, DS * NVH
+    conv_dim = 2 * key_dim + value_dim
+    m.add(f"blk.{i}.attn_qkv.weight", (E, conv_dim), Q.Q8_0)
+    m.add(f"blk.{i}.attn_gate.weight", (E, value_dim), Q.Q8_0)
+    m.add(f"blk.{i}.ssm_conv1d.weight", (DC, conv_dim))
+    m.add(f"blk.{i}.ssm_dt.bias", (NVH,))
+    m.add(f"blk.{i}.ssm_a", (NVH,))
+    m.add(f"blk.{i}.ssm_beta.weight", (E, NVH), Q.F32)
+    m.add(f"blk.{i}.ssm_alpha.weight", (E, NVH), Q.F32)
+    m.add(f"blk.{i}.ssm_norm.weight", (DS,))
+    m.add(f"blk.{i}.ssm_out.weight", (value_dim, E), Q.Q8_0)
+
+
+def _qwen35_nextn(m: Model, i: int, E: int) -> None:
+    m.add(f"blk.{i}.nextn.eh_proj.weight", (2 * E, E), Q.Q8_0)
+    m.add(f"blk.{i}.nextn.enorm.weight", (E,))
+    m.add(f"blk.{i}.nextn.hnorm.weight", (E,))
+    m.add(f"blk.{i}.nextn.shared_head_norm.weight", (E,))
+
+
+def qwen35_tiny() -> Model:
+    """Qwen3.5 dense: layers 0-2 and 4-6 gated delta-net, 3 and 7 attention (interval 4), dense FFN, V heads
+    (4) > K heads (2), and one MTP block (blk.8) that b10454 neither loads (load_mtp false: TENSOR_SKIP) nor
+    caches (create_memory's hybrid filters keep il < n_layer())."""
+    m = Model("qwen35-tiny", "qwen35", sweep.FAMILIES["qwen35-tiny"], n_vocab=1000)
+    E, L, F, H, HKV, D = 256, 8, 512, 4, 2, 128
+    DC, DS, NKH, NVH, NEXTN = 4, 64, 2, 4, 1
+    _qwen35_common(m, E=E, L=L, F=F, H=H, HKV=HKV, D=D, DC=DC, DS=DS, NKH=NKH, NVH=NVH, NEXTN=NEXTN)
+    embeddings(m, E, embd_type=Q.Q8_0, output_type=None)
+    for i in range(L + NEXTN):
+        _qwen35_mixer(m, i, E=E, H=H, HKV=HKV, D=D, DC=DC, DS=DS, NKH=NKH, NVH=NVH, attn=i >= L or (i + 1) % 4 == 0)
+        dense_ffn(m, i, E, F, Q.Q4_0)
+        if i >= L:
+            _qwen35_nextn(m, i, E)
+    return m
+
+
+def qwen35moe_tiny() -> Model:
+    """Qwen3.5 MoE: qwen35's mixers with routed experts and a sigmoid-gated shared expert in every layer, one
+    MTP block (skipped and uncached as qwen35's)."""
+    m = Model("qwen35moe-tiny", "qwen35moe", sweep.FAMILIES["qwen35moe-tiny"], n_vocab=1000)
+    E, L, F, H, HKV, D = 256, 4, 512, 4, 2, 128
+    DC, DS, NKH, NVH, NEXTN = 4, 64, 2, 4, 1
+    NE, NU, FE, FS = 4, 2, 128, 128
+    _qwen35_common(m, E=E, L=L, F=F, H=H, HKV=HKV, D=D, DC=DC, DS=DS, NKH=NKH, NVH=NVH, NEXTN=NEXTN)
+    m.meta("add_expert_count", NE)
+    m.meta("add_expert_used_count", NU)
+    m.meta("add_expert_feed_forward_length", FE)
+    m.meta("add_expert_shared_feed_forward_length", FS)
+    embeddings(m, E, embd_type=Q.Q8_0, output_type=Q.Q8_0)
+    for i in range(L + NEXTN):
+        _qwen35_mixer(m, i, E=E, H=H, HKV=HKV, D=D, DC=DC, DS=DS, NKH=NKH, NVH=NVH, attn=i >= L or (i + 1) % 4 == 0)
+        moe_ffn(m, i, E, FE, NE, Q.Q4_0)
+        m.add(f"blk.{i}.ffn_gate_inp_shexp.weight", (E,))
+        shared_expert(m, i, E, FS, Q.Q8_0)
+        if i >= L:
+            _qwen35_nextn(m, i, E)
+    return m
+
+
 MODELS: dict[str, Callable[[], Model]] = {
     "llama-tiny": llama_tiny,
     "llama-wide": llama_wide,
@@ -422,6 +513,8 @@ MODELS: dict[str, Callable[[], Model]] = {
     "mamba2-tiny": mamba2_tiny,
     "qwen3next-tiny": qwen3next_tiny,
     "granitehybrid-tiny": granitehybrid_tiny,
+    "qwen35-tiny": qwen35_tiny,
+    "qwen35moe-tiny": qwen35moe_tiny,
 }
 
 

@@ -36,6 +36,10 @@ FAMILIES = {
     "mamba2-tiny": "mamba2: recurrent only; d_inner 512, d_state 64, 8 heads, 2 groups, tied",
     "qwen3next-tiny": "qwen3next: hybrid, 3 gated-delta-net + 1 attention layer, head_dim 128, MoE + shared expert",
     "granitehybrid-tiny": "granitehybrid: hybrid, 3 Mamba-2 + 1 attention layer (per-layer head_count_kv), dense FFN",
+    "qwen35-tiny": "qwen35: hybrid, 6 gated-delta-net + 2 gated attention layers, V heads 4 > K heads 2, dense FFN, "
+                   "one MTP block (not loaded, not cached)",
+    "qwen35moe-tiny": "qwen35moe: hybrid, 3 gated-delta-net + 1 attention layer, MoE + gated shared expert, one MTP "
+                      "block (not loaded, not cached)",
 }
 MODELS = list(FAMILIES)
 

@@ -106,6 +106,15 @@ bool is_input_tensor(const std::string& name) {
   return std::any_of(std::begin(inputs), std::end(inputs), [&](const char* n) { return name == n; });
 }
 
+// "blk.12.attn_q.weight" -> 12; -1 outside the repeating layers.
+int layer_index(const std::string& name) {
+  if (name.rfind("blk.", 0) != 0) return -1;
+  int il = 0;
+  size_t i = 4;
+  for (; i < name.size() && i < 10 && std::isdigit(static_cast<unsigned char>(name[i])); ++i) il = il * 10 + (name[i] - '0');
+  return i > 4 && i < name.size() && name[i] == '.' ? il : -1;
+}
+
 }  // namespace
 
 ModelSpec model_from_gguf(const std::vector<GgufHeader>& splits, const std::vector<std::string>& paths, const Catalog& catalog,
@@ -151,6 +160,12 @@ ModelSpec model_from_gguf(const std::vector<GgufHeader>& splits, const std::vect
   if (rule->swa_pattern > 0 || meta.has("attention.sliding_window_pattern")) {
     m.sliding_layers = meta.per_layer("attention.sliding_window_pattern", m.layers);
     if (window > 0) m.swa = SlidingWindow{window, rule->swa_pattern, rule->chunked};
+  }
+  // b10454 models/qwen35.cpp load_arch_hparams: nextn_predict_layers trailing blocks, skipped without load_mtp
+  // (TENSOR_SKIP) and outside the hybrid cache's filters (llama-model.cpp create_memory: il < n_layer())
+  if (rule->mtp_skipped) {
+    m.mtp_layers = meta.integer("nextn_predict_layers", 0);
+    if (m.mtp_layers >= m.layers) meta.bad("nextn_predict_layers", fmt::format("is {}, not below block_count {}", m.mtp_layers, m.layers));
   }
   if (meta.has("attention.shared_kv_layers")) m.shared_kv_from = m.layers - meta.integer("attention.shared_kv_layers", 0);
 
@@ -198,6 +213,12 @@ ModelSpec model_from_gguf(const std::vector<GgufHeader>& splits, const std::vect
       for (int il = 0; il < m.layers; ++il)
         if (m.kv_heads_at(il) > 0) r.attention_layers.push_back(il);
       if (r.attention_layers.empty()) r.attention_layers.push_back(-1);  // no attention layer at all
+    } else if (rule->attention == "interval" && !meta.per_layer("attention.recurrent_layers", m.layers).empty()) {
+      // models/qwen35.cpp: an explicit per-layer recurrent flag array overrides full_attention_interval
+      const auto recr = meta.per_layer("attention.recurrent_layers", m.layers);
+      for (int il = 0; il < m.layers - m.mtp_layers; ++il)
+        if (recr[static_cast<size_t>(il)] == 0) r.attention_layers.push_back(il);
+      if (r.attention_layers.empty()) r.attention_layers.push_back(-1);
     } else if (rule->attention == "interval") {
       r.attention_every = meta.integer("full_attention_interval", rule->attention_interval);
       if (r.attention_every <= 0) meta.bad("full_attention_interval", "must be positive");
@@ -215,6 +236,7 @@ ModelSpec model_from_gguf(const std::vector<GgufHeader>& splits, const std::vect
   bool has_output = false;
   for (size_t i = 0; i < splits.size(); ++i) {
     for (const auto& t : splits[i].tensors) {
+      if (m.mtp_layers > 0 && m.is_mtp(layer_index(t.name))) continue;  // not loaded (TENSOR_SKIP), not counted
       const GgmlType* type = nullptr;
       for (const auto& g : engine.ggml_types)
         if (static_cast<std::uint32_t>(g.id) == t.type) type = &g;
