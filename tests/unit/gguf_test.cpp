@@ -264,6 +264,35 @@ TEST_CASE("Qwen3.5 GGUF: the MTP block is neither cached nor loaded (b10454 mode
   fs::remove(path);
 }
 
+TEST_CASE("Nemotron-H GGUF: FFN-only layers hold neither KV nor state (b10454 models/nemotron-h.cpp, create_memory)") {
+  // Nemotron-Nano-9B-v2's widths on the pattern "M-M*-M-" (conversion/nemotron.py: per-layer head_count_kv and
+  // feed_forward_length): 3 Mamba-2, 1 attention and 3 FFN-only layers
+  kvtest::GgufBuilder g;
+  g.str("general.architecture", "nemotron_h");
+  for (auto [k, v] : std::initializer_list<std::pair<const char*, std::uint32_t>>{
+           {"nemotron_h.block_count", 7}, {"nemotron_h.embedding_length", 4480}, {"nemotron_h.attention.head_count", 40},
+           {"nemotron_h.attention.key_length", 128}, {"nemotron_h.attention.value_length", 128},
+           {"nemotron_h.context_length", 131072}, {"nemotron_h.ssm.conv_kernel", 4}, {"nemotron_h.ssm.inner_size", 10240},
+           {"nemotron_h.ssm.state_size", 128}, {"nemotron_h.ssm.group_count", 8}, {"nemotron_h.ssm.time_step_rank", 128}})
+    g.u32(k, v);
+  g.u32_array("nemotron_h.attention.head_count_kv", {0, 0, 0, 8, 0, 0, 0});
+  g.u32_array("nemotron_h.feed_forward_length", {0, 15680, 0, 0, 0, 15680, 15680});
+  g.tensor("token_embd.weight", F16, {4480, 1000}, 4480 * 1000 * 2);
+  const std::string path = temp("nemotron_h.gguf");
+  g.write(path);
+  const auto spec = load_model_file(path, kvtest::catalog());
+  const auto counts = layer_counts(*spec);
+  CHECK(counts.recurrent == 3);
+  CHECK(counts.full == 1);
+  CHECK(counts.none == 3);
+  const auto s = context_shape(*spec, kvtest::engine(), 4096, 2, true, 512, 2048, false);
+  const auto kv = kv_cache_bytes(*spec, kvtest::engine(), s, kvtest::type("f16"), kvtest::type("f16"), true, kvtest::cuda());
+  // per Mamba-2 layer and sequence: r = 3 (10240 + 2 8 128) = 36864, s = 128 x 10240 = 1310720 f32; 2 sequences
+  CHECK(kv.state.unpadded == 3LL * 2 * (36864 + 1310720) * 4);
+  CHECK(kv.k.bytes + kv.v.bytes == 1LL * 4096 * 2 * 1024 * 2);  // one attention layer, 8 x 128 wide, 4096 cells
+  fs::remove(path);
+}
+
 TEST_CASE("config.json input: fields used and assumed are reported") {
   const fs::path dir = fs::temp_directory_path() / "kvplan_config_test";
   fs::create_directories(dir);

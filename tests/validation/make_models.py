@@ -502,6 +502,50 @@ def qwen35moe_tiny() -> Model:
     return m
 
 
+# --- Nemotron-H (nemotron_h): Mamba-2, attention and FFN-only layers -----------------------------------------------
+
+
+def nemotron_h_tiny() -> Model:
+    """Nemotron-H (dense): a hybrid_override_pattern 'M-M*-M-' of Mamba-2 (M), attention (*) and FFN-only (-)
+    layers, as conversion/nemotron.py writes it: per-layer head_count_kv (n_kv on '*' only) and
+    feed_forward_length (n_ff on '-' only); relu^2 FFN with up/down only; d_inner = mamba_num_heads x
+    mamba_head_dim."""
+    m = Model("nemotron_h-tiny", "nemotron_h", sweep.FAMILIES["nemotron_h-tiny"], n_vocab=1000)
+    E, F, H, HKV, D = 256, 512, 4, 2, 64
+    NH, HD, DS, NG, DC = 8, 64, 64, 2, 4
+    DI = NH * HD
+    pattern = "M-M*-M-"
+    L = len(pattern)
+    common(m, n_embd=E, n_layer=L, n_ff=[F if c == "-" else 0 for c in pattern], n_head=H,
+           n_head_kv=[HKV if c == "*" else 0 for c in pattern], key_length=D, value_length=D, rope_base=None,
+           rms_eps=1e-5, ctx_train=1 << 17)
+    m.meta("add_layer_norm_eps", 1e-5)
+    m.meta("add_ssm_conv_kernel", DC)
+    m.meta("add_ssm_state_size", DS)
+    m.meta("add_ssm_group_count", NG)
+    m.meta("add_ssm_inner_size", DI)
+    m.meta("add_ssm_time_step_rank", NH)
+    d_in_proj = 2 * DI + 2 * NG * DS + NH
+    embeddings(m, E, embd_type=Q.Q8_0, output_type=Q.Q8_0)
+    for i, c in enumerate(pattern):
+        m.add(f"blk.{i}.attn_norm.weight", (E,))
+        if c == "M":
+            m.add(f"blk.{i}.ssm_in.weight", (E, d_in_proj), Q.Q8_0)
+            m.add(f"blk.{i}.ssm_conv1d.weight", (DC, DI + 2 * NG * DS))
+            m.add(f"blk.{i}.ssm_conv1d.bias", (DI + 2 * NG * DS,))
+            m.add(f"blk.{i}.ssm_dt.bias", (NH,))
+            m.add(f"blk.{i}.ssm_a", (1, NH))
+            m.add(f"blk.{i}.ssm_d", (1, NH))
+            m.add(f"blk.{i}.ssm_norm.weight", (DI // NG, NG))
+            m.add(f"blk.{i}.ssm_out.weight", (DI, E), Q.Q8_0)
+        elif c == "*":
+            attention(m, i, E, H * D, HKV * D, HKV * D, H * D, Q.Q8_0)
+        else:
+            m.add(f"blk.{i}.ffn_up.weight", (E, F), Q.Q4_0)
+            m.add(f"blk.{i}.ffn_down.weight", (F, E), Q.Q8_0)
+    return m
+
+
 MODELS: dict[str, Callable[[], Model]] = {
     "llama-tiny": llama_tiny,
     "llama-wide": llama_wide,
@@ -515,6 +559,7 @@ MODELS: dict[str, Callable[[], Model]] = {
     "granitehybrid-tiny": granitehybrid_tiny,
     "qwen35-tiny": qwen35_tiny,
     "qwen35moe-tiny": qwen35moe_tiny,
+    "nemotron_h-tiny": nemotron_h_tiny,
 }
 
 

@@ -40,6 +40,8 @@ FAMILIES = {
                    "one MTP block (not loaded, not cached)",
     "qwen35moe-tiny": "qwen35moe: hybrid, 3 gated-delta-net + 1 attention layer, MoE + gated shared expert, one MTP "
                       "block (not loaded, not cached)",
+    "nemotron_h-tiny": "nemotron_h: hybrid 'M-M*-M-': 3 Mamba-2, 1 attention, 3 FFN-only layers (per-layer "
+                       "head_count_kv and feed_forward_length)",
 }
 MODELS = list(FAMILIES)
 

@@ -46,6 +46,7 @@ struct Recurrent {
   int l_cache = 0;                                      // LFM2 short convolution
   int attention_every = 0, attention_offset = 0;        // hybrid: layer il is attention iff il % every == offset
   std::vector<int> attention_layers;                    // hybrid: explicit attention layers (overrides every/offset)
+  std::vector<int> ffn_only_layers;                     // hybrid: layers with an FFN only, neither KV nor state (Nemotron-H)
 };
 
 // One weight tensor as stored in a GGUF (a file's own, or one the recipe predicts).
@@ -110,15 +111,18 @@ struct ModelSpec {
     return swa && swa->pattern > 1 && il % swa->pattern < swa->pattern - 1;
   }
   bool is_mtp(int il) const { return mtp_layers > 0 && il >= layers - mtp_layers; }
+  bool is_ffn_only(int il) const {
+    return recurrent && std::find(recurrent->ffn_only_layers.begin(), recurrent->ffn_only_layers.end(), il) != recurrent->ffn_only_layers.end();
+  }
   bool is_recurrent(int il) const {
-    if (!recurrent || is_mtp(il)) return false;
+    if (!recurrent || is_mtp(il) || is_ffn_only(il)) return false;
     if (!recurrent->attention_layers.empty())
       return std::find(recurrent->attention_layers.begin(), recurrent->attention_layers.end(), il) == recurrent->attention_layers.end();
     if (recurrent->attention_every > 0) return il % recurrent->attention_every != recurrent->attention_offset;
     return true;
   }
   int kv_heads_at(int il) const {
-    if (is_mtp(il)) return 0;
+    if (is_mtp(il) || is_ffn_only(il)) return 0;
     return kv_heads_per_layer.empty() ? kv_heads : kv_heads_per_layer.at(static_cast<size_t>(il));
   }
   int max_ctx() const { return ctx_extended > 0 ? ctx_extended : ctx_native; }

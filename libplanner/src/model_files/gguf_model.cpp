@@ -209,7 +209,17 @@ ModelSpec model_from_gguf(const std::vector<GgufHeader>& splits, const std::vect
     r.head_size = meta.integer("wkv.head_size", 0);
     r.token_shift_count = meta.integer("token_shift_count", 2);
     r.l_cache = meta.integer("shortconv.l_cache", 0);
-    if (rule->attention == "kv_heads") {
+    if (rule->attention == "kv_heads_ff") {
+      // b10454 models/nemotron-h.cpp load_arch_hparams: recurrent iff n_head_kv(il) == 0 and n_ff(il) == 0; create_memory
+      // caches attention only where n_ff(il) == 0: a layer with an FFN (per-layer feed_forward_length) has neither
+      const auto ff = meta.per_layer("feed_forward_length", m.layers);
+      for (int il = 0; il < m.layers; ++il) {
+        const int f = ff.empty() ? m.ff : ff[static_cast<size_t>(il)];
+        if (f > 0) r.ffn_only_layers.push_back(il);
+        else if (m.kv_heads_at(il) > 0) r.attention_layers.push_back(il);
+      }
+      if (r.attention_layers.empty()) r.attention_layers.push_back(-1);
+    } else if (rule->attention == "kv_heads") {
       for (int il = 0; il < m.layers; ++il)
         if (m.kv_heads_at(il) > 0) r.attention_layers.push_back(il);
       if (r.attention_layers.empty()) r.attention_layers.push_back(-1);  // no attention layer at all
