@@ -293,6 +293,39 @@ TEST_CASE("Nemotron-H GGUF: FFN-only layers hold neither KV nor state (b10454 mo
   fs::remove(path);
 }
 
+TEST_CASE("parallel hybrid rule: every layer holds attention KV and a Mamba-2 state (b10454 create_memory, Falcon-H1)") {
+  // falcon-h1 stays refused (its compute bound is not yet checked), so the rule it would take is added to a copy of
+  // the engine. A Falcon-H1-shaped parallel hybrid: 4 layers, 2 KV heads x 128, Mamba-2 d_inner 3072, d_state 256, 1 group, d_conv 4
+  kvtest::GgufBuilder g;
+  g.str("general.architecture", "falcon-h1");
+  for (auto [k, v] : std::initializer_list<std::pair<const char*, std::uint32_t>>{
+           {"falcon-h1.block_count", 4}, {"falcon-h1.embedding_length", 2048}, {"falcon-h1.attention.head_count", 8},
+           {"falcon-h1.attention.head_count_kv", 2}, {"falcon-h1.attention.key_length", 128},
+           {"falcon-h1.attention.value_length", 128}, {"falcon-h1.context_length", 16384}, {"falcon-h1.ssm.conv_kernel", 4},
+           {"falcon-h1.ssm.inner_size", 3072}, {"falcon-h1.ssm.state_size", 256}, {"falcon-h1.ssm.group_count", 1},
+           {"falcon-h1.ssm.time_step_rank", 48}})
+    g.u32(k, v);
+  g.tensor("token_embd.weight", F16, {2048, 1000}, 2048 * 1000 * 2);
+  const std::string path = temp("falcon-h1.gguf");
+  g.write(path);
+  CHECK_THROWS_AS(load_model_file(path, kvtest::catalog()), InputError);  // refused as shipped
+  Catalog with_rule = kvtest::catalog();
+  for (auto& e : with_rule.engines)
+    if (e.id == "llama.cpp") {
+      EngineSpec::ArchRule rule;
+      rule.recurrent = "mamba2";
+      rule.attention = "parallel";
+      e.archs["falcon-h1"] = rule;
+    }
+  const auto spec = load_model_file(path, with_rule);
+  const auto s = context_shape(*spec, kvtest::engine(), 4096, 1, true, 512, 2048, false);
+  const auto kv = kv_cache_bytes(*spec, kvtest::engine(), s, kvtest::type("f16"), kvtest::type("f16"), true, kvtest::cuda());
+  CHECK(kv.k.bytes + kv.v.bytes == 4LL * 4096 * 2 * 256 * 2);  // every layer: 4096 cells x (256 + 256) x 2 B
+  // every layer: r = 3 (3072 + 2 x 256) = 10752, s = 256 x 3072 = 786432 f32
+  CHECK(kv.state.unpadded == 4LL * (10752 + 786432) * 4);
+  fs::remove(path);
+}
+
 TEST_CASE("config.json input: fields used and assumed are reported") {
   const fs::path dir = fs::temp_directory_path() / "kvplan_config_test";
   fs::create_directories(dir);

@@ -16,7 +16,7 @@ CACHE_TYPES = ["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "
 MIXED_PAIRS = [("f16", "q8_0"), ("q8_0", "q4_0"), ("f16", "q4_0"), ("q4_0", "f16")]
 
 # Models with sliding-window layers get --swa-full variants.
-SWA_MODELS = {"gemma3-tiny", "gpt-oss-tiny"}
+SWA_MODELS = {"gemma3-tiny", "gpt-oss-tiny", "gemma4-tiny"}
 
 # The model whose contexts are expensive (Llama-3-8B width): the full sweep keeps its grid smaller.
 WIDE_MODELS = {"llama-wide"}
@@ -44,6 +44,16 @@ FAMILIES = {
                        "head_count_kv and feed_forward_length)",
 }
 MODELS = list(FAMILIES)
+
+# Families of architectures kvplan still refuses (data/engines/llama.cpp.yaml unmodelled_archs says why): make_models.py
+# writes them with --only, and measure.py / compare.py take them with --models, but the subset and the full sweep leave
+# them out until kvplan sizes them.
+PENDING_FAMILIES = {
+    "falcon-h1-tiny": "falcon-h1: parallel hybrid, attention (4/2 heads of 64) and Mamba-2 (d_inner 384) in each of 3 "
+                      "layers, dense FFN",
+    "gemma4-tiny": "gemma4: per-layer sliding pattern (4 sliding of 6, window 256), head size 128 full / 64 sliding, "
+                   "the last 2 layers reuse earlier caches",
+}
 
 # Where the documented wall times were measured (every developer's and CI's machine has this size).
 MACHINE = "2 CPU cores"

@@ -47,6 +47,7 @@ struct Recurrent {
   int attention_every = 0, attention_offset = 0;        // hybrid: layer il is attention iff il % every == offset
   std::vector<int> attention_layers;                    // hybrid: explicit attention layers (overrides every/offset)
   std::vector<int> ffn_only_layers;                     // hybrid: layers with an FFN only, neither KV nor state (Nemotron-H)
+  bool parallel = false;                                // every layer has attention KV and this state (Falcon-H1)
 };
 
 // One weight tensor as stored in a GGUF (a file's own, or one the recipe predicts).
@@ -115,7 +116,7 @@ struct ModelSpec {
     return recurrent && std::find(recurrent->ffn_only_layers.begin(), recurrent->ffn_only_layers.end(), il) != recurrent->ffn_only_layers.end();
   }
   bool is_recurrent(int il) const {
-    if (!recurrent || is_mtp(il) || is_ffn_only(il)) return false;
+    if (!recurrent || recurrent->parallel || is_mtp(il) || is_ffn_only(il)) return false;
     if (!recurrent->attention_layers.empty())
       return std::find(recurrent->attention_layers.begin(), recurrent->attention_layers.end(), il) == recurrent->attention_layers.end();
     if (recurrent->attention_every > 0) return il % recurrent->attention_every != recurrent->attention_offset;

@@ -263,6 +263,7 @@ ModelSpec read_model(const Reader& r) {
     rec.attention_every = opt("attention_every");
     rec.attention_offset = opt("attention_offset");
     if ((*n)["attention_layers"]) rec.attention_layers = r.convert<std::vector<int>>("recurrent.attention_layers", (*n)["attention_layers"]);
+    rec.parallel = (*n)["parallel"] && r.convert<bool>("recurrent.parallel", (*n)["parallel"]);
     if ((*n)["ffn_only_layers"]) rec.ffn_only_layers = r.convert<std::vector<int>>("recurrent.ffn_only_layers", (*n)["ffn_only_layers"]);
     m.recurrent = rec;
   }

@@ -209,7 +209,9 @@ ModelSpec model_from_gguf(const std::vector<GgufHeader>& splits, const std::vect
     r.head_size = meta.integer("wkv.head_size", 0);
     r.token_shift_count = meta.integer("token_shift_count", 2);
     r.l_cache = meta.integer("shortconv.l_cache", 0);
-    if (rule->attention == "kv_heads_ff") {
+    if (rule->attention == "parallel") {
+      r.parallel = true;  // llama-model.cpp create_memory: Falcon-H1's filter_attn and filter_recr accept every layer
+    } else if (rule->attention == "kv_heads_ff") {
       // b10454 models/nemotron-h.cpp load_arch_hparams: recurrent iff n_head_kv(il) == 0 and n_ff(il) == 0; create_memory
       // caches attention only where n_ff(il) == 0: a layer with an FFN (per-layer feed_forward_length) has neither
       const auto ff = meta.per_layer("feed_forward_length", m.layers);
