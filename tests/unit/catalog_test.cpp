@@ -363,10 +363,39 @@ TEST_CASE("architectures llama.cpp loads but kvplan does not size are refused na
     CHECK(std::string(e.what()).find("'deepseek32'") != std::string::npos);
     CHECK(std::string(e.what()).find("indexer") != std::string::npos);
   }
-  for (const char* arch : {"qwen35", "qwen35moe", "gemma4", "nemotron_h", "nemotron_h_moe", "falcon-h1"}) {
+  for (const char* arch : {"gemma4", "nemotron_h_moe", "falcon-h1"}) {
     INFO(arch);
     CHECK(kvtest::engine().unmodelled_archs.count(arch) == 1);
     CHECK(kvtest::engine().arch(arch) == nullptr);
   }
-  CHECK(kvtest::engine().arch("glm4moe") != nullptr);
+  for (const char* arch : {"glm4moe", "qwen35", "qwen35moe", "nemotron_h"}) {
+    INFO(arch);
+    CHECK(kvtest::engine().arch(arch) != nullptr);
+    CHECK(kvtest::engine().unmodelled_archs.count(arch) == 0);
+  }
+}
+
+// Hybrids: f16 KV of the attention layers at 4096 tokens and the f32 recurrent state of one sequence, by hand from the
+// config.json the entry cites (r = (d_conv-1)(d_inner + 2 n_group d_state), s = d_state d_inner per recurrent layer).
+TEST_CASE("issue 16 hybrid entries: Qwen3.5/3.6 and Nemotron-H KV and state from each config", "[catalog][issue16]") {
+  auto state_bytes = [](const char* model) {
+    const ModelSpec& m = kvtest::catalog().model(model);
+    const auto s = context_shape(m, kvtest::engine(), 4096, 1, false, 512, 2048, false);
+    return kv_cache_bytes(m, kvtest::engine(), s, kvtest::type("f16"), kvtest::type("f16"), true, kvtest::cuda()).state.unpadded;
+  };
+  const std::int64_t n = 4096;
+  // Qwen3.5-27B: 64 layers (+ the MTP block, no cache), attention at il % 4 == 3: 16 layers x 4 KV heads x 256;
+  // 48 GDN layers: r = 3 (6144 + 2 16 128) = 30720, s = 128 x 6144 = 786432
+  CHECK(kv_bytes_4096("qwen3.5-27b") == 16LL * 4 * 256 * 2 * 2 * n);
+  CHECK(state_bytes("qwen3.5-27b") == 48LL * (30720 + 786432) * 4);
+  // Qwen3.6-35B-A3B: 40 layers (+ MTP): 10 attention layers x 2 KV heads x 256; 30 GDN layers: r = 3 (4096 + 4096), s = 128 x 4096
+  CHECK(kv_bytes_4096("qwen3.6-35b-a3b") == 10LL * 2 * 256 * 2 * 2 * n);
+  CHECK(state_bytes("qwen3.6-35b-a3b") == 30LL * (24576 + 524288) * 4);
+  // Nemotron-Nano-9B-v2: 4 attention layers x 8 KV heads x 128; 27 Mamba-2 layers: r = 3 (10240 + 2 8 128), s = 128 x 10240;
+  // the 25 FFN-only layers hold nothing
+  CHECK(kv_bytes_4096("nvidia-nemotron-nano-9b-v2") == 4LL * 8 * 128 * 2 * 2 * n);
+  CHECK(state_bytes("nvidia-nemotron-nano-9b-v2") == 27LL * (36864 + 1310720) * 4);
+  const ModelSpec& q = kvtest::catalog().model("qwen3.5-27b");
+  CHECK_FALSE(q.is_recurrent(64));  // the MTP block
+  CHECK(q.kv_heads_at(64) == 0);
 }

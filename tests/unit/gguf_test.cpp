@@ -230,6 +230,102 @@ TEST_CASE("recurrent state: f32 per sequence, independent of context (src/llama-
   fs::remove(path);
 }
 
+TEST_CASE("Qwen3.5 GGUF: the MTP block is neither cached nor loaded (b10454 models/qwen35.cpp, create_memory filters)") {
+  // Qwen3.5-27B's shape (config.json: 64 layers + mtp_num_hidden_layers 1, 4 KV heads x 256, linear_conv_kernel_dim 4,
+  // 16 key heads and 48 value heads of 128): conversion/qwen.py writes block_count 65 and nextn_predict_layers 1.
+  kvtest::GgufBuilder g;
+  g.str("general.architecture", "qwen35");
+  for (auto [k, v] : std::initializer_list<std::pair<const char*, std::uint32_t>>{
+           {"qwen35.block_count", 65}, {"qwen35.nextn_predict_layers", 1}, {"qwen35.embedding_length", 5120},
+           {"qwen35.attention.head_count", 24}, {"qwen35.attention.head_count_kv", 4}, {"qwen35.attention.key_length", 256},
+           {"qwen35.attention.value_length", 256}, {"qwen35.context_length", 262144}, {"qwen35.ssm.conv_kernel", 4},
+           {"qwen35.ssm.inner_size", 6144}, {"qwen35.ssm.state_size", 128}, {"qwen35.ssm.group_count", 16},
+           {"qwen35.ssm.time_step_rank", 48}, {"qwen35.full_attention_interval", 4}})
+    g.u32(k, v);
+  g.tensor("token_embd.weight", F16, {5120, 1000}, 5120 * 1000 * 2);
+  g.tensor("blk.63.attn_norm.weight", 0, {5120}, 5120 * 4);
+  g.tensor("blk.64.attn_norm.weight", 0, {5120}, 5120 * 4);   // the MTP block: TENSOR_SKIP without load_mtp
+  g.tensor("blk.64.nextn.eh_proj.weight", F16, {10240, 5120}, 10240LL * 5120 * 2);
+  const std::string path = temp("qwen35.gguf");
+  g.write(path);
+  const auto spec = load_model_file(path, kvtest::catalog());
+  CHECK(spec->layers == 65);  // -ngl still counts it (load_tensors: n_layer_all)
+  CHECK(spec->mtp_layers == 1);
+  int attention = 0, recurrent = 0;
+  for (int il = 0; il < 65; ++il) attention += !spec->is_recurrent(il) && spec->kv_heads_at(il) > 0, recurrent += spec->is_recurrent(il);
+  CHECK(attention == 16);  // il % 4 == 3 below 64; not the MTP block 64
+  CHECK(recurrent == 48);
+  for (const auto& t : spec->file_tensors) CHECK(t.name.rfind("blk.64.", 0) != 0);
+  const auto s = context_shape(*spec, kvtest::engine(), 32768, 1, true, 512, 2048, false);
+  const auto kv = kv_cache_bytes(*spec, kvtest::engine(), s, kvtest::type("f16"), kvtest::type("f16"), true, kvtest::cuda());
+  // per GDN layer: r = 3 * (6144 + 2*16*128) = 30720 f32, s = 128 * 6144 = 786432 f32
+  CHECK(kv.state.unpadded == 48LL * (30720 + 786432) * 4);  // 149.6 MiB
+  CHECK(kv.k.bytes + kv.v.bytes == 16LL * 32768 * 2 * 1024 * 2);  // 16 layers x 32768 x (1024 + 1024) x 2 B = 2 GiB
+  fs::remove(path);
+}
+
+TEST_CASE("Nemotron-H GGUF: FFN-only layers hold neither KV nor state (b10454 models/nemotron-h.cpp, create_memory)") {
+  // Nemotron-Nano-9B-v2's widths on the pattern "M-M*-M-" (conversion/nemotron.py: per-layer head_count_kv and
+  // feed_forward_length): 3 Mamba-2, 1 attention and 3 FFN-only layers
+  kvtest::GgufBuilder g;
+  g.str("general.architecture", "nemotron_h");
+  for (auto [k, v] : std::initializer_list<std::pair<const char*, std::uint32_t>>{
+           {"nemotron_h.block_count", 7}, {"nemotron_h.embedding_length", 4480}, {"nemotron_h.attention.head_count", 40},
+           {"nemotron_h.attention.key_length", 128}, {"nemotron_h.attention.value_length", 128},
+           {"nemotron_h.context_length", 131072}, {"nemotron_h.ssm.conv_kernel", 4}, {"nemotron_h.ssm.inner_size", 10240},
+           {"nemotron_h.ssm.state_size", 128}, {"nemotron_h.ssm.group_count", 8}, {"nemotron_h.ssm.time_step_rank", 128}})
+    g.u32(k, v);
+  g.u32_array("nemotron_h.attention.head_count_kv", {0, 0, 0, 8, 0, 0, 0});
+  g.u32_array("nemotron_h.feed_forward_length", {0, 15680, 0, 0, 0, 15680, 15680});
+  g.tensor("token_embd.weight", F16, {4480, 1000}, 4480 * 1000 * 2);
+  const std::string path = temp("nemotron_h.gguf");
+  g.write(path);
+  const auto spec = load_model_file(path, kvtest::catalog());
+  const auto counts = layer_counts(*spec);
+  CHECK(counts.recurrent == 3);
+  CHECK(counts.full == 1);
+  CHECK(counts.none == 3);
+  const auto s = context_shape(*spec, kvtest::engine(), 4096, 2, true, 512, 2048, false);
+  const auto kv = kv_cache_bytes(*spec, kvtest::engine(), s, kvtest::type("f16"), kvtest::type("f16"), true, kvtest::cuda());
+  // per Mamba-2 layer and sequence: r = 3 (10240 + 2 8 128) = 36864, s = 128 x 10240 = 1310720 f32; 2 sequences
+  CHECK(kv.state.unpadded == 3LL * 2 * (36864 + 1310720) * 4);
+  CHECK(kv.k.bytes + kv.v.bytes == 1LL * 4096 * 2 * 1024 * 2);  // one attention layer, 8 x 128 wide, 4096 cells
+  fs::remove(path);
+}
+
+TEST_CASE("parallel hybrid rule: every layer holds attention KV and a Mamba-2 state (b10454 create_memory, Falcon-H1)") {
+  // falcon-h1 stays refused (its compute bound is not yet checked), so the rule it would take is added to a copy of
+  // the engine. A Falcon-H1-shaped parallel hybrid: 4 layers, 2 KV heads x 128, Mamba-2 d_inner 3072, d_state 256, 1 group, d_conv 4
+  kvtest::GgufBuilder g;
+  g.str("general.architecture", "falcon-h1");
+  for (auto [k, v] : std::initializer_list<std::pair<const char*, std::uint32_t>>{
+           {"falcon-h1.block_count", 4}, {"falcon-h1.embedding_length", 2048}, {"falcon-h1.attention.head_count", 8},
+           {"falcon-h1.attention.head_count_kv", 2}, {"falcon-h1.attention.key_length", 128},
+           {"falcon-h1.attention.value_length", 128}, {"falcon-h1.context_length", 16384}, {"falcon-h1.ssm.conv_kernel", 4},
+           {"falcon-h1.ssm.inner_size", 3072}, {"falcon-h1.ssm.state_size", 256}, {"falcon-h1.ssm.group_count", 1},
+           {"falcon-h1.ssm.time_step_rank", 48}})
+    g.u32(k, v);
+  g.tensor("token_embd.weight", F16, {2048, 1000}, 2048 * 1000 * 2);
+  const std::string path = temp("falcon-h1.gguf");
+  g.write(path);
+  CHECK_THROWS_AS(load_model_file(path, kvtest::catalog()), InputError);  // refused as shipped
+  Catalog with_rule = kvtest::catalog();
+  for (auto& e : with_rule.engines)
+    if (e.id == "llama.cpp") {
+      EngineSpec::ArchRule rule;
+      rule.recurrent = "mamba2";
+      rule.attention = "parallel";
+      e.archs["falcon-h1"] = rule;
+    }
+  const auto spec = load_model_file(path, with_rule);
+  const auto s = context_shape(*spec, kvtest::engine(), 4096, 1, true, 512, 2048, false);
+  const auto kv = kv_cache_bytes(*spec, kvtest::engine(), s, kvtest::type("f16"), kvtest::type("f16"), true, kvtest::cuda());
+  CHECK(kv.k.bytes + kv.v.bytes == 4LL * 4096 * 2 * 256 * 2);  // every layer: 4096 cells x (256 + 256) x 2 B
+  // every layer: r = 3 (3072 + 2 x 256) = 10752, s = 256 x 3072 = 786432 f32
+  CHECK(kv.state.unpadded == 4LL * (10752 + 786432) * 4);
+  fs::remove(path);
+}
+
 TEST_CASE("config.json input: fields used and assumed are reported") {
   const fs::path dir = fs::temp_directory_path() / "kvplan_config_test";
   fs::create_directories(dir);

@@ -16,12 +16,12 @@ CACHE_TYPES = ["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "
 MIXED_PAIRS = [("f16", "q8_0"), ("q8_0", "q4_0"), ("f16", "q4_0"), ("q4_0", "f16")]
 
 # Models with sliding-window layers get --swa-full variants.
-SWA_MODELS = {"gemma3-tiny", "gpt-oss-tiny", "gemma3n-tiny"}
+SWA_MODELS = {"gemma3-tiny", "gpt-oss-tiny", "gemma3n-tiny", "gemma4-tiny"}
 
 # Families whose architecture has no `graph:` rule in data/engines/llama.cpp.yaml: kvplan sizes their compute buffer
 # with the closed forms of docs/formulas.md §5.2, whose target is their upper bound (kvplan's compute high_bytes at
 # least llama.cpp's buffer); the error against the 10 % band is reported, not failed.
-CLOSED_FORM_COMPUTE = {"glm4moe-tiny", "gemma3n-tiny"}
+CLOSED_FORM_COMPUTE = {"glm4moe-tiny", "gemma3n-tiny", "nemotron_h-tiny"}
 
 # The model whose contexts are expensive (Llama-3-8B width): the full sweep keeps its grid smaller.
 WIDE_MODELS = {"llama-wide"}
@@ -45,8 +45,24 @@ FAMILIES = {
                     "sigmoid router, plus a NextN/MTP block (weights skipped, KV cached)",
     "gemma3n-tiny": "gemma3n: sliding window 512, period 5, 22 layers with layers 20-21 reusing earlier caches, "
                     "AltUp, Laurel, per-layer embeddings, tied",
+    "qwen35-tiny": "qwen35: hybrid, 6 gated-delta-net + 2 gated attention layers, V heads 4 > K heads 2, dense FFN, "
+                   "one MTP block (not loaded, not cached)",
+    "qwen35moe-tiny": "qwen35moe: hybrid, 3 gated-delta-net + 1 attention layer, MoE + gated shared expert, one MTP "
+                      "block (not loaded, not cached)",
+    "nemotron_h-tiny": "nemotron_h: hybrid 'M-M*-M-': 3 Mamba-2, 1 attention, 3 FFN-only layers (per-layer "
+                       "head_count_kv and feed_forward_length)",
 }
 MODELS = list(FAMILIES)
+
+# Families of architectures kvplan still refuses (data/engines/llama.cpp.yaml unmodelled_archs says why): make_models.py
+# writes them with --only, and measure.py / compare.py take them with --models, but the subset and the full sweep leave
+# them out until kvplan sizes them.
+PENDING_FAMILIES = {
+    "falcon-h1-tiny": "falcon-h1: parallel hybrid, attention (4/2 heads of 64) and Mamba-2 (d_inner 384) in each of 3 "
+                      "layers, dense FFN",
+    "gemma4-tiny": "gemma4: per-layer sliding pattern (4 sliding of 6, window 256), head size 128 full / 64 sliding, "
+                   "the last 2 layers reuse earlier caches",
+}
 
 # Where the documented wall times were measured (every developer's and CI's machine has this size).
 MACHINE = "2 CPU cores"

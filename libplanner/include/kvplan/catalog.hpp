@@ -46,6 +46,8 @@ struct Recurrent {
   int l_cache = 0;                                      // LFM2 short convolution
   int attention_every = 0, attention_offset = 0;        // hybrid: layer il is attention iff il % every == offset
   std::vector<int> attention_layers;                    // hybrid: explicit attention layers (overrides every/offset)
+  std::vector<int> ffn_only_layers;                     // hybrid: layers with an FFN only, neither KV nor state (Nemotron-H)
+  bool parallel = false;                                // every layer has attention KV and this state (Falcon-H1)
 };
 
 // One weight tensor as stored in a GGUF (a file's own, or one the recipe predicts).
@@ -82,6 +84,10 @@ struct ModelSpec {
   std::vector<int> sliding_layers;      // GGUF sliding_window_pattern arrays (1 = sliding); empty: swa.pattern
   int head_dim_k_swa = 0, head_dim_v_swa = 0;  // per-layer head sizes of sliding layers (0: same as full)
   int shared_kv_from = 0;               // Gemma 3n n_layer_kv_from_start: later layers reuse a cache
+  // Trailing NextN/MTP blocks (GGUF nextn_predict_layers) that the main context neither loads nor caches: b10454
+  // skips their tensors without load_mtp and create_memory's filters keep il < n_layer() (Qwen3-Next, Qwen3.5/3.6).
+  // They still count in `layers` (n_layer_all), which -ngl placement counts.
+  int mtp_layers = 0;
   // ggml type the released checkpoint stores its routed experts in ("mxfp4": gpt-oss). Published GGUFs keep it
   // at every file type, so the recipe leaves ffn_*_exps in it (data/weights/gguf_recipes.yaml native_experts).
   std::string native_expert_type;
@@ -105,14 +111,19 @@ struct ModelSpec {
     if (!sliding_layers.empty()) return il < static_cast<int>(sliding_layers.size()) && sliding_layers[il] != 0;
     return swa && swa->pattern > 1 && il % swa->pattern < swa->pattern - 1;
   }
+  bool is_mtp(int il) const { return mtp_layers > 0 && il >= layers - mtp_layers; }
+  bool is_ffn_only(int il) const {
+    return recurrent && std::find(recurrent->ffn_only_layers.begin(), recurrent->ffn_only_layers.end(), il) != recurrent->ffn_only_layers.end();
+  }
   bool is_recurrent(int il) const {
-    if (!recurrent) return false;
+    if (!recurrent || recurrent->parallel || is_mtp(il) || is_ffn_only(il)) return false;
     if (!recurrent->attention_layers.empty())
       return std::find(recurrent->attention_layers.begin(), recurrent->attention_layers.end(), il) == recurrent->attention_layers.end();
     if (recurrent->attention_every > 0) return il % recurrent->attention_every != recurrent->attention_offset;
     return true;
   }
   int kv_heads_at(int il) const {
+    if (is_mtp(il) || is_ffn_only(il)) return 0;
     return kv_heads_per_layer.empty() ? kv_heads : kv_heads_per_layer.at(static_cast<size_t>(il));
   }
   int max_ctx() const { return ctx_extended > 0 ? ctx_extended : ctx_native; }
@@ -211,6 +222,7 @@ struct EngineSpec {
     int kv_from_start = 0;            // hard-coded n_layer_kv_from_start: later layers reuse earlier caches (0: none)
     int per_layer_input = 0;          // per-layer input width per layer (Gemma 3n n_embd_altup; 0: none)
     int altup = 0;                    // AltUp streams of the hidden state (Gemma 3n n_altup; 0: none)
+    bool mtp_skipped = false;         // trailing nextn_predict_layers blocks are neither loaded nor cached (Qwen3-Next/3.5)
     std::string family;
   };
   std::map<std::string, ArchRule> archs;                 // architectures kvplan sizes

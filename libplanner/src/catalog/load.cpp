@@ -228,6 +228,9 @@ ModelSpec read_model(const Reader& r) {
   m.head_dim_k_swa = r.get<int>("head_dim_swa", 0);
   m.head_dim_v_swa = r.get<int>("head_dim_v_swa", m.head_dim_k_swa);
   m.shared_kv_from = r.get<int>("shared_kv_from", 0);
+  m.mtp_layers = r.get<int>("mtp_layers", 0);
+  if (m.mtp_layers < 0 || m.mtp_layers >= m.layers)
+    throw InputError(r.location("mtp_layers"), std::to_string(m.mtp_layers), "'" + m.id + "' mtp_layers must be 0 or more and below layers");
   for (const auto* list : {&m.kv_heads_per_layer, &m.sliding_layers})
     if (!list->empty() && static_cast<int>(list->size()) != m.layers)
       throw InputError(r.location(list == &m.sliding_layers ? "sliding_layers" : "kv_heads_per_layer"), std::to_string(list->size()),
@@ -260,6 +263,8 @@ ModelSpec read_model(const Reader& r) {
     rec.attention_every = opt("attention_every");
     rec.attention_offset = opt("attention_offset");
     if ((*n)["attention_layers"]) rec.attention_layers = r.convert<std::vector<int>>("recurrent.attention_layers", (*n)["attention_layers"]);
+    rec.parallel = (*n)["parallel"] && r.convert<bool>("recurrent.parallel", (*n)["parallel"]);
+    if ((*n)["ffn_only_layers"]) rec.ffn_only_layers = r.convert<std::vector<int>>("recurrent.ffn_only_layers", (*n)["ffn_only_layers"]);
     m.recurrent = rec;
   }
   if (const auto* n = r.map_node("moe")) {
@@ -381,6 +386,7 @@ EngineSpec read_engine(const Reader& r) {
       rule.altup = num("altup");
       for (const char* key : {"kv_from_start", "per_layer_input", "altup"})
         if (a[key]) r.range("archs", num(key), 1, 1 << 16, "archs." + name + "." + key);
+      rule.mtp_skipped = a["mtp_skipped"] && r.convert<bool>("archs." + name + ".mtp_skipped", a["mtp_skipped"]);
       if (!rule.moe_gating.empty() && rule.moe_gating != "softmax" && rule.moe_gating != "topk_softmax" &&
           rule.moe_gating != "sigmoid_bias")
         throw InputError(r.location("archs", a["moe_gating"]) + " archs." + name + ".moe_gating", rule.moe_gating, "is not an expert gating",
@@ -775,7 +781,7 @@ std::vector<T> read_all(const Sources& s, const std::string& collection, F read)
       {"models", {"id", "name", "hf_id", "aliases", "arch", "family", "params", "layers", "embd", "heads", "kv_heads", "head_dim",
                   "head_dim_v", "ff", "vocab", "tied_embeddings", "qkv_bias", "qk_norm", "post_norms", "attn_sinks", "rope", "ctx_native",
                   "ctx_extended", "rope_scaling", "swa", "moe", "mla", "recurrent", "kv_heads_per_layer", "sliding_layers",
-                  "head_dim_swa", "head_dim_v_swa", "shared_kv_from", "native_expert_type", "source", "note"}},
+                  "head_dim_swa", "head_dim_v_swa", "shared_kv_from", "mtp_layers", "native_expert_type", "source", "note"}},
       {"gpus", {"id", "name", "aliases", "vendor", "backend", "memory", "total_mib", "total_source", "working_set_mib",
                 "compute_capability", "arch", "bandwidth_gbs", "fp16_tflops", "source", "note"}},
       {"tasks", {"id", "name", "aliases", "ctx_target", "ctx_min", "decode_floor_tps", "ttft_max_s", "speed_source", "metric", "strictness", "summary", "source", "note"}},

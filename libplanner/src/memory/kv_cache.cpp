@@ -46,25 +46,32 @@ void add(Figure& sum, const Figure& f) {
 //   recurrent (llama-memory-recurrent.cpp): n_embd_r = (d_conv-1)·(d_inner + 2·n_group·d_state)
 //     (Mamba/Mamba2/GDN), token_shift_count·n_embd (RWKV), n_embd·(L_cache-1) (LFM2);
 //     n_embd_s = d_state·d_inner (Mamba/GDN), n_embd·head_size (RWKV), 0 (LFM2);
-//   none: 0 KV heads (FFN-only) or a layer that reuses another's cache (Gemma 3n).
+//   none: 0 KV heads (FFN-only) or a layer that reuses another's cache (Gemma 3n);
+//   parallel hybrids (Falcon-H1): every layer is an attention layer that also holds the recurrent state.
+namespace {
+void set_state_widths(const ModelSpec& m, LayerCache& c) {
+  const Recurrent& r = *m.recurrent;
+  if (r.kind == "rwkv6" || r.kind == "rwkv7") {
+    c.r_width = checked_mul(r.token_shift_count, m.embd, "token_shift_count x embedding_length");
+    c.s_width = checked_mul(m.embd, r.head_size, "embedding_length x wkv.head_size");
+  } else if (r.kind == "lfm2") {
+    c.r_width = checked_mul(m.embd, r.l_cache - 1, "embedding_length x shortconv.l_cache");
+  } else {  // mamba, mamba2, gdn
+    const std::int64_t groups = checked_mul(checked_mul(2, r.n_group, "ssm.group_count"), r.d_state, "ssm.group_count x ssm.state_size");
+    c.r_width = checked_mul(r.d_conv - 1, checked_add(r.d_inner, groups, "ssm.inner_size"), "ssm.conv_kernel x ssm.inner_size");
+    c.s_width = checked_mul(r.d_state, r.d_inner, "ssm.state_size x ssm.inner_size");
+  }
+}
+}  // namespace
+
 std::vector<LayerCache> layer_caches(const ModelSpec& m, const EngineSpec& engine) {
   std::vector<LayerCache> out(static_cast<size_t>(m.layers));
   const bool per_layer_heads = engine.rule_holds("per_layer_head_size");
   for (int il = 0; il < m.layers; ++il) {
     LayerCache& c = out[static_cast<size_t>(il)];
     if (m.is_recurrent(il)) {
-      const Recurrent& r = *m.recurrent;
       c.kind = LayerKind::recurrent;
-      if (r.kind == "rwkv6" || r.kind == "rwkv7") {
-        c.r_width = checked_mul(r.token_shift_count, m.embd, "token_shift_count x embedding_length");
-        c.s_width = checked_mul(m.embd, r.head_size, "embedding_length x wkv.head_size");
-      } else if (r.kind == "lfm2") {
-        c.r_width = checked_mul(m.embd, r.l_cache - 1, "embedding_length x shortconv.l_cache");
-      } else {  // mamba, mamba2, gdn
-        const std::int64_t groups = checked_mul(checked_mul(2, r.n_group, "ssm.group_count"), r.d_state, "ssm.group_count x ssm.state_size");
-        c.r_width = checked_mul(r.d_conv - 1, checked_add(r.d_inner, groups, "ssm.inner_size"), "ssm.conv_kernel x ssm.inner_size");
-        c.s_width = checked_mul(r.d_state, r.d_inner, "ssm.state_size x ssm.inner_size");
-      }
+      set_state_widths(m, c);
       continue;
     }
     if ((m.shared_kv_from > 0 && il >= m.shared_kv_from) || m.kv_heads_at(il) == 0) {
@@ -86,6 +93,7 @@ std::vector<LayerCache> layer_caches(const ModelSpec& m, const EngineSpec& engin
     c.v_width = checked_mul(hv, m.kv_heads_at(il), "attention.value_length x attention.head_count_kv");
     c.head_k = hk;
     c.head_v = hv;
+    if (m.recurrent && m.recurrent->parallel) set_state_widths(m, c);
   }
   return out;
 }
@@ -113,7 +121,7 @@ KvCacheBytes kv_cache_bytes(const ModelSpec& m, const EngineSpec& engine, const 
         const std::int64_t rows = checked_mul(swa ? shape.swa_cells : shape.n_ctx_seq, shape.n_stream, "KV cells x streams");
         add(swa ? out.swa_k : out.k, tensor_bytes(type_k, c.k_width, rows, backend));
         if (c.v_width > 0) add(swa ? out.swa_v : out.v, tensor_bytes(type_v, flash_attn ? c.v_width : v_max, rows, backend));
-        break;
+        [[fallthrough]];  // a parallel hybrid's attention layer also holds the recurrent state (r_width 0 otherwise)
       }
       case LayerKind::recurrent:
         if (c.r_width > 0) add(out.state, tensor_bytes(f32, checked_mul(c.r_width, mem_size, "recurrent state x sequences"), 1, backend));

@@ -49,7 +49,8 @@ class Builder {
     // last explicit expand: SET_ROWS into the cache, the recurrent state copies) join the graph only when the next
     // layer's first expand pulls them in, after that layer's state gathers (build_rs expands them first).
     std::function<int()> rest;  // the previous layer's remaining nodes; returns its output
-    for (int il = 0; il < m_.layers; ++il) {
+    // NextN/MTP blocks run in a draft context of their own, never in the main graph (src/models/qwen35.cpp)
+    for (int il = 0; il < m_.layers - m_.mtp_layers; ++il) {
       const bool recurrent = m_.is_recurrent(il);
       if (!recurrent && m_.kv_heads_at(il) <= 0) return std::nullopt;
       const LayerCache& lc = layers_[static_cast<std::size_t>(il)];
@@ -282,7 +283,7 @@ class Builder {
   // the last layer keeps only the output rows first (inp_out_ids). Returns l_out.
   int feed_forward(int il, int cur, int residual) {
     std::int64_t rows = ub_;
-    if (il == m_.layers - 1 && !arch_.outputs_after_norm) {
+    if (il == m_.layers - m_.mtp_layers - 1 && !arch_.outputs_after_norm) {
       rows = n_out_;
       cur = g_.op(Type::f32, {e_, rows, 1, 1}, {cur, output_ids()});
       residual = g_.op(Type::f32, {e_, rows, 1, 1}, {residual, output_ids()});

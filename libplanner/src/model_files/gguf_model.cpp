@@ -106,6 +106,15 @@ bool is_input_tensor(const std::string& name) {
   return std::any_of(std::begin(inputs), std::end(inputs), [&](const char* n) { return name == n; });
 }
 
+// "blk.12.attn_q.weight" -> 12; -1 outside the repeating layers.
+int layer_index(const std::string& name) {
+  if (name.rfind("blk.", 0) != 0) return -1;
+  int il = 0;
+  size_t i = 4;
+  for (; i < name.size() && i < 10 && std::isdigit(static_cast<unsigned char>(name[i])); ++i) il = il * 10 + (name[i] - '0');
+  return i > 4 && i < name.size() && name[i] == '.' ? il : -1;
+}
+
 }  // namespace
 
 ModelSpec model_from_gguf(const std::vector<GgufHeader>& splits, const std::vector<std::string>& paths, const Catalog& catalog,
@@ -152,6 +161,12 @@ ModelSpec model_from_gguf(const std::vector<GgufHeader>& splits, const std::vect
     m.sliding_layers = meta.per_layer("attention.sliding_window_pattern", m.layers);
     if (window > 0) m.swa = SlidingWindow{window, rule->swa_pattern, rule->chunked};
   }
+  // b10454 models/qwen35.cpp load_arch_hparams: nextn_predict_layers trailing blocks, skipped without load_mtp
+  // (TENSOR_SKIP) and outside the hybrid cache's filters (llama-model.cpp create_memory: il < n_layer())
+  if (rule->mtp_skipped) {
+    m.mtp_layers = meta.integer("nextn_predict_layers", 0);
+    if (m.mtp_layers >= m.layers) meta.bad("nextn_predict_layers", fmt::format("is {}, not below block_count {}", m.mtp_layers, m.layers));
+  }
   if (meta.has("attention.shared_kv_layers")) m.shared_kv_from = m.layers - meta.integer("attention.shared_kv_layers", 0);
   // src/models/gemma3n.cpp load_arch_hparams: n_layer_kv_from_start = 20 whatever the file says (llama-hparams.cpp
   // has_kv: layers from it on have no cache of their own); a model of at most that many layers caches every layer.
@@ -197,10 +212,28 @@ ModelSpec model_from_gguf(const std::vector<GgufHeader>& splits, const std::vect
     r.head_size = meta.integer("wkv.head_size", 0);
     r.token_shift_count = meta.integer("token_shift_count", 2);
     r.l_cache = meta.integer("shortconv.l_cache", 0);
-    if (rule->attention == "kv_heads") {
+    if (rule->attention == "parallel") {
+      r.parallel = true;  // llama-model.cpp create_memory: Falcon-H1's filter_attn and filter_recr accept every layer
+    } else if (rule->attention == "kv_heads_ff") {
+      // b10454 models/nemotron-h.cpp load_arch_hparams: recurrent iff n_head_kv(il) == 0 and n_ff(il) == 0; create_memory
+      // caches attention only where n_ff(il) == 0: a layer with an FFN (per-layer feed_forward_length) has neither
+      const auto ff = meta.per_layer("feed_forward_length", m.layers);
+      for (int il = 0; il < m.layers; ++il) {
+        const int f = ff.empty() ? m.ff : ff[static_cast<size_t>(il)];
+        if (f > 0) r.ffn_only_layers.push_back(il);
+        else if (m.kv_heads_at(il) > 0) r.attention_layers.push_back(il);
+      }
+      if (r.attention_layers.empty()) r.attention_layers.push_back(-1);
+    } else if (rule->attention == "kv_heads") {
       for (int il = 0; il < m.layers; ++il)
         if (m.kv_heads_at(il) > 0) r.attention_layers.push_back(il);
       if (r.attention_layers.empty()) r.attention_layers.push_back(-1);  // no attention layer at all
+    } else if (rule->attention == "interval" && !meta.per_layer("attention.recurrent_layers", m.layers).empty()) {
+      // models/qwen35.cpp: an explicit per-layer recurrent flag array overrides full_attention_interval
+      const auto recr = meta.per_layer("attention.recurrent_layers", m.layers);
+      for (int il = 0; il < m.layers - m.mtp_layers; ++il)
+        if (recr[static_cast<size_t>(il)] == 0) r.attention_layers.push_back(il);
+      if (r.attention_layers.empty()) r.attention_layers.push_back(-1);
     } else if (rule->attention == "interval") {
       r.attention_every = meta.integer("full_attention_interval", rule->attention_interval);
       if (r.attention_every <= 0) meta.bad("full_attention_interval", "must be positive");
@@ -231,6 +264,7 @@ ModelSpec model_from_gguf(const std::vector<GgufHeader>& splits, const std::vect
   bool has_output = false;
   for (size_t i = 0; i < splits.size(); ++i) {
     for (const auto& t : splits[i].tensors) {
+      if (m.mtp_layers > 0 && m.is_mtp(layer_index(t.name))) continue;  // not loaded (TENSOR_SKIP), not counted
       const GgmlType* type = nullptr;
       for (const auto& g : engine.ggml_types)
         if (static_cast<std::uint32_t>(g.id) == t.type) type = &g;

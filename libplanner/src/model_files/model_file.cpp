@@ -116,7 +116,8 @@ const std::map<std::string, std::string>& hf_arch_map() {
       {"qwen3", "qwen3"},       {"qwen3_moe", "qwen3moe"},   {"gemma2", "gemma2"},     {"gemma3", "gemma3"},
       {"gemma3_text", "gemma3"}, {"phi3", "phi3"},           {"gpt_oss", "gpt-oss"},   {"olmo2", "olmo2"},
       {"cohere", "command-r"},  {"cohere2", "cohere2"},      {"glm4", "glm4"},         {"deepseek_v2", "deepseek2"},
-      {"deepseek_v3", "deepseek2"}, {"qwen3_next", "qwen3next"}, {"mistral3", "mistral3"}, {"glm4_moe", "glm4moe"}};
+      {"deepseek_v3", "deepseek2"}, {"qwen3_next", "qwen3next"}, {"mistral3", "mistral3"}, {"glm4_moe", "glm4moe"},
+      {"qwen3_5", "qwen35"},    {"qwen3_5_text", "qwen35"},  {"qwen3_5_moe", "qwen35moe"}, {"qwen3_5_moe_text", "qwen35moe"}};
   return map;
 }
 
@@ -184,6 +185,12 @@ std::shared_ptr<const ModelSpec> load_config_json(const std::string& text, const
   m.layers = r.integer({"num_hidden_layers", "n_layer"}, 0, nullptr);
   // conversion/glm.py writes the MTP block as one more GGUF block, and b10454 gives it a KV cache (data/models/glm.yaml)
   if (m.arch == "glm4moe") m.layers += r.integer({"num_nextn_predict_layers"}, 0, "no MTP block");
+  // conversion/qwen.py _QwenMtpMixin writes the MTP block(s) too (block_count + mtp_num_hidden_layers); b10454 neither
+  // loads nor caches them (engine rule mtp_skipped), but -ngl counts them
+  if (rule && rule->mtp_skipped) {
+    m.mtp_layers = r.integer({"mtp_num_hidden_layers"}, 0, "no MTP block");
+    m.layers += m.mtp_layers;
+  }
   m.embd = r.integer({"hidden_size", "n_embd"}, 0, nullptr);
   m.heads = r.integer({"num_attention_heads", "n_head"}, 0, nullptr);
   m.kv_heads = r.integer({"num_key_value_heads"}, m.heads, "no GQA field: one KV head per query head");

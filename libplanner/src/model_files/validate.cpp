@@ -120,6 +120,7 @@ void check_model(const ModelSpec& m, const FieldError& fail) {
     c.range("recurrent.attention_every", r.attention_every, 0, kMaxLayers);
     c.range("recurrent.attention_offset", r.attention_offset, 0, std::max(0, r.attention_every - 1));
     for (int il : r.attention_layers) c.range("recurrent.attention_layers", il, -1, m.layers - 1);
+    for (int il : r.ffn_only_layers) c.range("recurrent.ffn_only_layers", il, 0, m.layers - 1);
   }
   // Attention layers need heads and head sizes (an MLA latent cache has its own widths).
   if (any_attention(m)) {
