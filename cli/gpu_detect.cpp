@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "kvplan/catalog.hpp"
 #include "kvplan/error.hpp"
 #include "kvplan/units.hpp"
 
@@ -98,12 +99,8 @@ std::optional<std::int64_t> parse_sysfs_bytes(const std::string& text) {
 }
 
 std::int64_t apple_default_working_set(std::int64_t ram_bytes) {
-  // data/gpus.yaml, Apple section: macOS 15/26 measured recommendedMaxWorkingSetSize at 0.74 of RAM (16-24 GB),
-  // 0.78 (32-48 GB), 0.81 (64 GB), 0.84 (128 GB); older macOS gave 2/3 at <= 32 GB. Between measured sizes the
-  // lower ratio holds, and below 16 GB (no measurement) the older 2/3.
-  const std::int64_t gib = ram_bytes >> 30;
-  const double ratio = gib < 16 ? 2.0 / 3.0 : gib < 32 ? 0.74 : gib < 64 ? 0.78 : gib < 128 ? 0.81 : 0.84;
-  return static_cast<std::int64_t>(static_cast<double>(ram_bytes) * ratio) / kMiBytes * kMiBytes;
+  // the catalog's one rule for macOS's default Metal working set (libplanner catalog/gpu_lookup.cpp, data/gpus.yaml)
+  return metal_default_working_set_mib(ram_bytes / kMiBytes) * kMiBytes;
 }
 
 std::optional<DetectedGpu> parse_apple_sysctl(const std::string& memsize, const std::string& wired_limit_mb,

@@ -52,8 +52,7 @@ json memory_json(const Option& o, const Pool& pool) {
     if (a.what == "weights_host") host_weights += a.figure.bytes;
   m["weights_host_bytes"] = host_weights;
   accuracy["weights_host_bytes"] = "estimate";
-  m["kv_total_bytes"] = m["k_cache_bytes"].get<Bytes>() + m["v_cache_bytes"].get<Bytes>() + m["swa_k_cache_bytes"].get<Bytes>() +
-                        m["swa_v_cache_bytes"].get<Bytes>() + m["state_bytes"].get<Bytes>();
+  m["kv_total_bytes"] = o.kv_total(pool.id);
   accuracy["kv_total_bytes"] = "exact";
   m["overhead_bytes"] = pool.overhead.bytes;
   accuracy["overhead_bytes"] = "estimate";

@@ -28,6 +28,11 @@ Bytes Option::sum(const std::string& what, const std::string& pool) const {
     if (a.what == what && (pool.empty() || a.pool == pool)) b += a.figure.bytes;
   return b;
 }
+Bytes Option::kv_total(const std::string& pool) const {
+  Bytes b = 0;
+  for (const char* what : {"k_cache", "v_cache", "swa_k_cache", "swa_v_cache", "state"}) b += sum(what, pool);
+  return b;
+}
 const PoolUsage& Option::usage(const std::string& pool) const {
   for (const auto& p : pools)
     if (p.pool == pool) return p;

@@ -178,6 +178,7 @@ struct Option {
   double score = 0;                   // the ranking objective's value (docs/ranking.md §5; higher is better)
 
   Bytes sum(const std::string& what, const std::string& pool = {}) const;  // typical bytes of that kind (in one pool)
+  Bytes kv_total(const std::string& pool = {}) const;  // K, V, their sliding-window parts and recurrent state
   const PoolUsage& usage(const std::string& pool) const;
   bool fits() const;
   // Over the devices (every pool but host RAM): what they hold together, and the tightest one's headroom.
