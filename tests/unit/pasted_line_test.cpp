@@ -4,6 +4,7 @@
 #include "args.hpp"
 #include "helpers.hpp"
 #include "kvplan/error.hpp"
+#include "kvplan/plan.hpp"
 #include "kvplan/units.hpp"
 
 using kvplan::InputError;
@@ -49,4 +50,20 @@ TEST_CASE("context sizes: tokens, or k = 1024 as model cards write 128k") {
     INFO(bad);
     CHECK_THROWS_AS(kvplan::parse_token_count(bad, "--ctx-size"), InputError);
   }
+}
+
+TEST_CASE("an Ollama tag that ends in a weight format plans those weights") {
+  kvplan::Request r;
+  r.gpu = "rtx4090";
+  r.task = "coding";
+  r.host_ram = 64LL << 30;
+  r.model = "qwen3:30b-a3b-q8_0";  // Ollama library tag: Qwen3-30B-A3B at Q8_0
+  const kvplan::Plan p = kvplan::plan(kvtest::catalog(), r);
+  REQUIRE(p.recommended());
+  CHECK(p.recommended()->weights == "Q8_0");
+  r.model = "gpt-oss:20b-fp16";  // Ollama writes fp16 for GGUF's F16
+  CHECK(kvplan::plan(kvtest::catalog(), r).options.front().weights == "F16");
+  r.model = "qwen3:30b-a3b-q4_K_M";
+  r.weights = "Q8_0";
+  CHECK_THROWS_AS(kvplan::plan(kvtest::catalog(), r), InputError);
 }

@@ -91,6 +91,21 @@ std::vector<Pool> make_pools(const Setup& s, const Request& r, const std::vector
   return pools;
 }
 
+// An Ollama tag that ends in a weight format ("qwen3:30b-a3b-q4_K_M", "gpt-oss:20b-fp16") names the weights as well
+// as the model (the catalog's lookup drops the suffix): they are planned, not replaced by the ranker's choice.
+void take_tag_weights(const Catalog& c, const Request& r, std::optional<std::string>& weights) {
+  const size_t colon = r.model.find(':'), dash = r.model.rfind('-');
+  if (r.model_spec || colon == std::string::npos || dash == std::string::npos || dash < colon) return;
+  if (const RuntimeProfile* rt = c.runtime(r.engine); rt && rt->kind != "ollama") return;  // another engine's formats
+  std::string suffix = r.model.substr(dash + 1);
+  std::transform(suffix.begin(), suffix.end(), suffix.begin(), [](unsigned char ch) { return std::toupper(ch); });
+  if (suffix == "FP16" || suffix == "FP32") suffix.erase(1, 1);  // Ollama writes fp16 for GGUF's F16
+  const WeightFormat* f = c.find_weight_format(suffix);
+  if (!f) return;
+  if (weights && *weights != f->id) throw InputError("--weights", *weights, "disagrees with the Ollama tag '" + r.model + "' (" + f->id + ")");
+  weights = f->id;
+}
+
 // A pasted GGUF name ("Qwen2.5-Coder-32B-Instruct-Q4_K_M.gguf") names the model and the weight format.
 void split_gguf_name(const Catalog& c, std::string& model, std::optional<std::string>& weights, const std::string& weights_flag,
                      bool file_given) {
@@ -623,6 +638,7 @@ Setup resolve(const Catalog& c, const Request& request) {
   s.catalog = &c;
   s.request = request;
   split_gguf_name(c, s.request.model, s.request.weights, "--weights", s.request.model_spec != nullptr);
+  take_tag_weights(c, s.request, s.request.weights);
   if (!s.request.model_draft.empty())
     split_gguf_name(c, s.request.model_draft, s.request.weights_draft, "--weights-draft", s.request.model_draft_spec != nullptr);
   const Request& r = s.request;
