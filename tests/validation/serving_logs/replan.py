@@ -158,6 +158,9 @@ def gpu0_figures(plan: dict) -> dict[str, float] | None:
         sums["bound_slack"] = float(pools[0]["total_high_bytes"] - pools[0]["total_bytes"])
         sums["overhead"] = float(pools[0]["total_bytes"] - pools[0]["allocations_bytes"])  # the runtime's own
     sums["max_concurrency"] = option.get("max_concurrency")
+    sums["pool_tokens"] = option.get("kv_pool_tokens")  # the engine's own token count, where the build prints it
+    resolved = plan.get("resolved", {})
+    sums["seqs"] = float(max(1, resolved.get("concurrency") or resolved.get("n_parallel") or 1))
     return sums
 
 
@@ -194,7 +197,8 @@ def per_token_row(entry: dict, fig: dict, ctx: int) -> Row | None:
     note = "log: pool / tokens" + (f" ({how})" if how else "")
     if not checked:
         note += "; pool and tokens of different ranks, not checked"
-    return Row("kv_per_token", pool * GIB / tokens / 1024, fig["kv"] / ctx / 1024 if fig.get("kv") else None, "KiB",
+    per_token = fig["kv"] / (ctx * fig["seqs"]) if fig.get("kv") else None
+    return Row("kv_per_token", pool * GIB / tokens / 1024, per_token / 1024 if per_token else None, "KiB",
                note, tol if checked else None)
 
 
@@ -205,22 +209,25 @@ def pool_rows(entry: dict, fig: dict, ctx: int) -> list[Row]:
     if entry["settings"].get("max_total_tokens") is not None:
         return rows  # the pool is fixed by the flag: only its bytes per token say anything
     kv = fig.get("kv") or 0.0
-    pool_bytes = kv + fig["headroom"] if kv else None
+    per_conversation = kv / fig["seqs"]
     conc = fig.get("max_concurrency")
-    derived = conc is None and pool_bytes is not None
-    if conc is None and pool_bytes is not None:
-        conc = pool_bytes / kv
-    note = "kvplan: KV + headroom" + ("; one request does not fit, kvplan prints no capacity" if derived else "")
+    derived = conc is None and kv > 0
+    if derived:  # one request does not fit: the pool its headroom leaves, as kvplan's own formula would give it
+        conc = (kv + fig["headroom"]) / per_conversation
+    pool_bytes = conc * per_conversation if conc is not None and kv else None
+    note = "kvplan: capacity x one conversation's KV" + (
+        "; one request does not fit, kvplan prints no capacity: KV + headroom" if derived else "")
     pool, _ = logged_pool(entry)
     if pool is not None:
         rows.append(Row("kv_pool", pool, pool_bytes / GIB if pool_bytes is not None else None, note=note))
-        typical = (pool_bytes + fig["bound_slack"]) / GIB if pool_bytes is not None else None
+        typical = (kv + fig["headroom"] + fig["bound_slack"]) / GIB if kv else None
         rows.append(Row("kv_pool_typical", pool, typical,
                         note="kvplan: KV + headroom with its typical figures instead of its upper bounds"))
     tokens, how = logged_tokens(entry)
     if tokens:
-        rows.append(Row("kv_tokens", tokens, conc * ctx if conc is not None else None, "tokens",
-                        "; ".join(x for x in (how, "kvplan: capacity x ctx") if x)))
+        planned = fig.get("pool_tokens") or (conc * ctx if conc is not None else None)
+        source = "kvplan: kv_pool_tokens" if fig.get("pool_tokens") else "kvplan: capacity x ctx"
+        rows.append(Row("kv_tokens", tokens, planned, "tokens", "; ".join(x for x in (how, source) if x)))
     if "max_concurrency" in lg:
         rows.append(Row("capacity", lg["max_concurrency"], conc, "x", "derived from the pool" if derived else ""))
     return rows
