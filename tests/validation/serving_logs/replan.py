@@ -93,19 +93,27 @@ def load_entries(folder: Path) -> list[dict]:
     return entries
 
 
+def set_field(src: str, key: str, value: object, path: Path) -> str:
+    """Replace `  key: <value>` in an engine file; a file without the field is an error, not a silent default."""
+    out, n = re.subn(rf"(?m)^  {key}: \S+", f"  {key}: {value}", src, count=1)
+    if n != 1:
+        raise SystemExit(f"{path}: no '{key}:' field to replay the log's setting into")
+    return out
+
+
 def replay_engine(data_root: Path, entry: dict, engines_dir: Path) -> str:
     """A copy of the engine's data file with the log's budget, under an id of its own."""
     engine, settings = entry["engine"], entry["settings"]
     engine_id = f"{engine}-replay-{entry['id']}"
-    src = (engines_dir / f"{engine}.yaml").read_text()
-    src = re.sub(r"(?m)^  id: \S+$", f"  id: {engine_id}", src, count=1)
+    path = engines_dir / f"{engine}.yaml"
+    src = set_field(path.read_text(), "id", engine_id, path)
     fraction = settings.get("gpu_memory_utilization", settings.get("mem_fraction_static"))
     if fraction is not None:
-        src = re.sub(r"(?m)^  memory_fraction: [0-9.]+", f"  memory_fraction: {fraction}", src, count=1)
+        src = set_field(src, "memory_fraction", fraction, path)
     batched = settings.get("max_num_batched_tokens")
     if batched is not None and engine == "vllm":
-        src = re.sub(r"(?m)^  activation_tokens: \d+", f"  activation_tokens: {batched}", src, count=1)
-        src = re.sub(r"(?m)^  activation_tokens_large: \d+", f"  activation_tokens_large: {batched}", src, count=1)
+        src = set_field(src, "activation_tokens", batched, path)
+        src = set_field(src, "activation_tokens_large", batched, path)
     out = data_root / "engines" / f"{engine_id}.yaml"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(src)
