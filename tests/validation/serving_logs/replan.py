@@ -238,6 +238,9 @@ def pool_rows(entry: dict, fig: dict, ctx: int) -> list[Row]:
         rows.append(Row("kv_tokens", tokens, planned, "tokens", "; ".join(x for x in (how, source) if x)))
     if "max_concurrency" in lg:
         rows.append(Row("capacity", lg["max_concurrency"], conc, "x", "derived from the pool" if derived else ""))
+        typical = (kv + fig["headroom"] + fig["bound_slack"]) / per_conversation if kv else None
+        rows.append(Row("capacity_typical", lg["max_concurrency"], typical, "x",
+                        "kvplan: the pool at its typical figures over one conversation's KV"))
     return rows
 
 
@@ -332,7 +335,7 @@ def table(results: list[Result]) -> list[str]:
 
 
 def summary(results: list[Result]) -> list[str]:
-    figures = ["weights", "kv_per_token", "kv_pool", "kv_pool_typical", "kv_tokens", "capacity", "cuda_graphs", "activation", "non_torch"]
+    figures = ["weights", "kv_per_token", "kv_pool", "kv_pool_typical", "kv_tokens", "capacity", "capacity_typical", "cuda_graphs", "activation", "non_torch"]
     out = ["| figure | compared | median error | min | max | within 10 % | no kvplan figure |",
            "|---|---|---|---|---|---|---|"]
     for name in figures:
