@@ -403,7 +403,14 @@ def main() -> int:
     for log_id, row in bad:
         print(f"OUT OF TOLERANCE: {log_id} {row.figure}: logged {row.logged:.4f}, kvplan "
               f"{fmt(row.kvplan, row.unit)} ({pct(row.error)}, tolerance {100 * row.tol:.2g} %)", file=sys.stderr)
-    return 1 if (args.check and bad) else 0
+    # a log meant to be re-planned that kvplan could not plan is a regression, not a skip
+    lost = [r for r in results if r.skipped and not r.entry.get("skip")]
+    for r in lost:
+        print(f"NOT RE-PLANNED: {r.entry['id']}: {r.skipped}", file=sys.stderr)
+    checked = sum(1 for r in results for row in r.rows if row.tol is not None)
+    if checked == 0:
+        print("NOTHING CHECKED: no figure with a tolerance was compared", file=sys.stderr)
+    return 1 if (args.check and (bad or lost or checked == 0)) else 0
 
 
 if __name__ == "__main__":
