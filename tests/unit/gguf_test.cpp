@@ -507,3 +507,43 @@ TEST_CASE("gemma3n: layers from 20 on have no cache, whatever the file says; the
   CHECK(cpu_weights(*spec) == 2 * 512000 + 1024 + 22 * kBlockBytes);
   fs::remove(path);
 }
+
+TEST_CASE("llama4 GGUF: chunked attention of 8192 whatever the file says, MoE every interleave step (b10454 models/llama4.cpp)") {
+  // conversion/llama.py Llama4Model writes interleave_moe_layer_step and no chunk size; load_arch_hparams sets
+  // n_swa = 8192 (LLAMA_SWA_TYPE_CHUNKED, pattern 4) unless attention.sliding_window is present and 0 (MobileLLM).
+  auto llama4 = [](bool sliding_zero) {
+    kvtest::GgufBuilder g;
+    header(g, "llama4", 4);
+    g.u32("llama4.expert_count", 4);
+    g.u32("llama4.expert_used_count", 1);
+    g.u32("llama4.expert_feed_forward_length", 128);
+    g.u32("llama4.interleave_moe_layer_step", 2);
+    if (sliding_zero) g.u32("llama4.attention.sliding_window", 0);
+    g.tensor("output.weight", F16, {256, 1000}, 512000);
+    for (int i = 0; i < 4; ++i) attention_block(g, i);
+    return g;
+  };
+  const std::string path = temp("llama4.gguf");
+  llama4(false).write(path);
+  const auto spec = load_model_file(path, kvtest::catalog());
+  REQUIRE(spec->moe);
+  CHECK(spec->moe->layer_step == 2);
+  CHECK(spec->moe->shared_ff == 128);  // n_ff_shexp = n_ff_exp
+  CHECK(!spec->is_moe_layer(0));
+  CHECK(spec->is_moe_layer(1));
+  CHECK(spec->moe_layer_count() == 2);
+  REQUIRE(spec->swa);
+  CHECK(spec->swa->window == 8192);
+  CHECK(spec->swa->chunked);
+  auto count = [](const ModelSpec& m, LayerKind kind) {
+    const auto caches = layer_caches(m, kvtest::engine());
+    return std::count_if(caches.begin(), caches.end(), [&](const LayerCache& c) { return c.kind == kind; });
+  };
+  CHECK(count(*spec, LayerKind::sliding) == 3);
+  CHECK(count(*spec, LayerKind::full) == 1);
+  llama4(true).write(path);
+  const auto mobile = load_model_file(path, kvtest::catalog());
+  CHECK(!mobile->swa);
+  CHECK(count(*mobile, LayerKind::full) == 4);
+  fs::remove(path);
+}

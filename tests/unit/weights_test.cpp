@@ -310,3 +310,30 @@ TEST_CASE("a native_expert_type that is no ggml type is refused when the catalog
   }
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("Llama 4 Maverick interleaves dense and MoE layers as llama.cpp creates them", "[weights][llama4]") {
+  // src/llama-model.cpp create_tensors, LLM_ARCH_LLAMA4: is_moe_layer = (i + 1) % n_moe_layer_step == 0; MoE layers
+  // get 128 experts of 8192 and a shared expert of 8192, the others a dense FFN of feed_forward_length 16384.
+  const auto& c = kvtest::catalog();
+  const ModelSpec& m = c.model("llama-4-maverick-17b-128e-instruct");
+  std::map<std::string, std::pair<std::int64_t, std::int64_t>> shape;
+  std::int64_t elements = 0;
+  for (const auto& t : weight_tensors(m, c.weight_format("BF16"), kvtest::engine())) {
+    shape[t.name] = {t.ne0, t.nrows};
+    if (t.name.find("copy of token_embd") == std::string::npos) elements += t.ne0 * t.nrows;
+  }
+  CHECK(shape.count("blk.0.ffn_gate.weight") == 1);
+  CHECK(shape.count("blk.0.ffn_gate_exps.weight") == 0);
+  CHECK(shape.at("blk.0.ffn_gate.weight") == std::pair<std::int64_t, std::int64_t>{5120, 16384});
+  CHECK(shape.count("blk.1.ffn_gate.weight") == 0);
+  CHECK(shape.at("blk.1.ffn_gate_exps.weight") == std::pair<std::int64_t, std::int64_t>{5120, 8192LL * 128});
+  CHECK(shape.at("blk.1.ffn_gate_shexp.weight") == std::pair<std::int64_t, std::int64_t>{5120, 8192});
+  CHECK(shape.count("blk.47.ffn_gate_exps.weight") == 1);
+  CHECK(m.moe_layer_count() == 24);
+  // By hand: 2 x 202048 x 5120 (untied) + 48 x (2 x 5120^2 + 2 x 5120 x 1024) + 24 x 3 x 5120 x 16384
+  // + 24 x (128 x 3 x 5120 x 8192 + 3 x 5120 x 8192 + 5120 x 128) + 97 norms of 5120 = 400,711,848,960
+  CHECK(elements == 400711848960LL);
+  CHECK(elements == m.params);
+  // Scout (interleave step 1) keeps experts on every layer
+  CHECK(c.model("llama-4-scout-17b-16e-instruct").moe_layer_count() == 48);
+}

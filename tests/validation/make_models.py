@@ -453,6 +453,31 @@ def glm4moe_tiny() -> Model:
     return m
 
 
+def llama4_tiny() -> Model:
+    """Llama 4 Maverick's layout: interleave_moe_layer_step 2, so layer i is MoE iff (i + 1) % 2 == 0 (128 experts
+    and a shared expert of the routed width there, a dense FFN of feed_forward_length elsewhere; src/models/llama4.cpp
+    load_arch_tensors); chunked attention, window 8192 fixed by b10454 (load_arch_hparams sets n_swa = 8192 unless
+    attention.sliding_window is 0) in 3 of every 4 layers; untied."""
+    m = Model("llama4-tiny", "llama4", sweep.FAMILIES["llama4-tiny"], n_vocab=1000)
+    E, L, F, H, HKV, D, NE, NU, FE = 256, 4, 512, 4, 2, 64, 4, 1, 128
+    common(m, n_embd=E, n_layer=L, n_ff=F, n_head=H, n_head_kv=HKV, rope_base=500000.0, rms_eps=1e-5)
+    m.meta("add_expert_count", NE)
+    m.meta("add_expert_used_count", NU)
+    m.meta("add_expert_feed_forward_length", FE)
+    m.meta("add_interleave_moe_layer_step", 2)
+    embeddings(m, E, embd_type=Q.Q8_0, output_type=Q.Q8_0)
+    for i in range(L):
+        m.add(f"blk.{i}.attn_norm.weight", (E,))
+        attention(m, i, E, H * D, HKV * D, HKV * D, H * D, Q.Q8_0)
+        m.add(f"blk.{i}.ffn_norm.weight", (E,))
+        if (i + 1) % 2 == 0:
+            moe_ffn(m, i, E, FE, NE, Q.Q4_0)
+            shared_expert(m, i, E, FE, Q.Q8_0)
+        else:
+            dense_ffn(m, i, E, F, Q.Q4_0)
+    return m
+
+
 def gemma3n_tiny() -> Model:
     """Gemma 3n: 22 layers so that layers 20 and 21 reuse the caches of layers 18 and 19 (llama.cpp hard-codes
     n_layer_kv_from_start = 20; the converter writes shared_kv_layers = 2 for this shape), sliding window 512 on
@@ -729,6 +754,7 @@ MODELS: dict[str, Callable[[], Model]] = {
     "qwen35-tiny": qwen35_tiny,
     "qwen35moe-tiny": qwen35moe_tiny,
     "nemotron_h-tiny": nemotron_h_tiny,
+    "llama4-tiny": llama4_tiny,
 }
 
 # Architectures kvplan still refuses (sweep.PENDING_FAMILIES): written only when named with --only.

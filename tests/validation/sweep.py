@@ -51,6 +51,8 @@ FAMILIES = {
                       "block (not loaded, not cached)",
     "nemotron_h-tiny": "nemotron_h: hybrid 'M-M*-M-': 3 Mamba-2, 1 attention, 3 FFN-only layers (per-layer "
                        "head_count_kv and feed_forward_length)",
+    "llama4-tiny": "llama4: Maverick's interleave (dense FFN on even layers, 4 experts top-1 + a shared expert on odd "
+                   "ones), chunked attention (window 8192, 3 of 4 layers), untied",
 }
 MODELS = list(FAMILIES)
 

@@ -64,6 +64,8 @@ struct Moe {
   int expert_ff = 0;
   int shared_ff = 0;
   int dense_lead = 0;  // leading layers with a dense FFN of width ff (DeepSeek first_k_dense_replace)
+  int layer_step = 1;  // past them, layer il is MoE iff (il + 1) % layer_step == 0, else dense of width ff
+                       // (GGUF interleave_moe_layer_step; Llama 4 Maverick: 2)
 };
 
 struct ModelSpec {
@@ -112,6 +114,23 @@ struct ModelSpec {
     return swa && swa->pattern > 1 && il % swa->pattern < swa->pattern - 1;
   }
   bool is_mtp(int il) const { return mtp_layers > 0 && il >= layers - mtp_layers; }
+  // llama.cpp's rule (src/llama-model.cpp create_tensors, LLM_ARCH_LLAMA4; src/models/ernie4-5-moe.cpp):
+  // il >= n_layer_dense_lead && (il + 1) % n_moe_layer_step == 0.
+  bool is_moe_layer(int il) const {
+    return moe && il >= moe->dense_lead && (moe->layer_step <= 1 || (il + 1) % moe->layer_step == 0);
+  }
+  int moe_layer_count() const {
+    int n = 0;
+    for (int il = 0; il < layers; ++il) n += is_moe_layer(il) ? 1 : 0;
+    return n;
+  }
+  // The widest FFN a token runs through: the routed experts it uses plus the shared expert on MoE layers, ff on
+  // dense layers (closed-form compute estimates size their FFN peak by it).
+  std::int64_t widest_ffn() const {
+    if (!moe) return ff;
+    const std::int64_t routed = static_cast<std::int64_t>(moe->expert_ff) * moe->experts_used + moe->shared_ff;
+    return moe_layer_count() < layers ? std::max<std::int64_t>(routed, ff) : routed;
+  }
   bool is_ffn_only(int il) const {
     return recurrent && std::find(recurrent->ffn_only_layers.begin(), recurrent->ffn_only_layers.end(), il) != recurrent->ffn_only_layers.end();
   }
@@ -205,7 +224,7 @@ struct EngineSpec {
   struct ArchRule {
     int swa_pattern = 0;
     bool chunked = false;
-    std::string window_key;       // metadata key of the window (default attention.sliding_window)
+    int window_fixed = 0;         // the window the engine sets whatever the file says (0: attention.sliding_window)
     bool mla = false;
     std::string recurrent;        // state kind, "" for none
     std::string attention;        // hybrid attention layers: "kv_heads" | "interval"

@@ -274,6 +274,7 @@ ModelSpec read_model(const Reader& r) {
     moe.expert_ff = sub<int>(r, *n, "moe", "expert_ff");
     moe.shared_ff = (*n)["shared_ff"] ? r.convert<int>("moe.shared_ff", (*n)["shared_ff"]) : 0;
     moe.dense_lead = (*n)["dense_lead"] ? r.convert<int>("moe.dense_lead", (*n)["dense_lead"]) : 0;
+    moe.layer_step = (*n)["layer_step"] ? r.convert<int>("moe.layer_step", (*n)["layer_step"]) : 1;
     m.moe = moe;
   }
   // The numbers as a whole, with the same ranges as a GGUF's or a config.json's (model_files/validate.hpp).
@@ -364,7 +365,7 @@ EngineSpec read_engine(const Reader& r) {
       auto num = [&](const char* key) { return a[key] ? r.convert<int>("archs." + name + "." + key, a[key]) : 0; };
       rule.swa_pattern = num("swa_pattern");
       rule.chunked = a["chunked"] && r.convert<bool>("archs." + name + ".chunked", a["chunked"]);
-      rule.window_key = str("window_key");
+      rule.window_fixed = num("window_fixed");
       rule.mla = a["mla"] && r.convert<bool>("archs." + name + ".mla", a["mla"]);
       rule.recurrent = str("recurrent");
       rule.attention = str("attention");

@@ -83,7 +83,7 @@ WeightBytes runtime_weight_bytes(const ModelSpec& m, const WeightFormat& f, doub
 }
 
 Figure runtime_activation_bytes(const ModelSpec& m, int tokens, int sequences, int tp) {
-  const double ff = m.moe ? static_cast<double>(m.moe->expert_ff) * m.moe->experts_used + m.moe->shared_ff : m.ff;
+  const double ff = static_cast<double>(m.widest_ffn());
   const double q_width = m.mla ? static_cast<double>(m.heads) * (m.mla->kv_lora_rank + m.mla->rope_dim)
                                : static_cast<double>(m.heads) * m.head_dim_k;
   const double rows = static_cast<double>(tokens) * ((2 * ff + 2 * q_width) / tp + 4.0 * m.embd) * 2;

@@ -112,7 +112,7 @@ ComputeBytes compute_bytes(const ModelSpec& m, const EngineSpec& engine, const C
     const double v_cont = mla_v_view > 0 ? n_kv * s.n_stream * mla_v_view * (type_k.bytes / static_cast<double>(type_k.block)) : 0;
     attention = n_kv * ub * m.heads * 4 + layer_live + v_cont;
   }
-  const double ff = m.moe ? static_cast<double>(m.moe->expert_ff) * m.moe->experts_used + m.moe->shared_ff : m.ff;
+  const double ff = static_cast<double>(m.widest_ffn());
   const double ffn = (2 * ff + 6.0 * m.embd) * ub * 4;
   // Recurrent layers (Mamba2-style scan): per token the in_proj output, the conv input, the scan's x
   // and y and three n_embd rows, plus one layer's state copied per sequence; fitted to the

@@ -293,7 +293,7 @@ class Builder {
     if (m_.ff == 0 && !m_.moe) return ffn_inp;  // no FFN (Mamba-2)
     const int x = norm(ffn_inp);  // ffn_norm
     int ffn_out = -1;
-    if (!m_.moe || il < m_.moe->dense_lead) {
+    if (!m_.is_moe_layer(il)) {
       ffn_out = dense(m_.ff, x, rows);
     } else {
       ffn_out = experts(x, rows);

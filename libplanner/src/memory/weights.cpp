@@ -116,7 +116,7 @@ std::vector<WeightTensor> weight_tensors(const ModelSpec& m, const WeightFormat&
       vec("post_ffw_norm.weight", il, embd);
     }
     vec("ffn_norm.weight", il, embd);
-    if (m.moe && il >= m.moe->dense_lead) {  // leading dense layers (glm4-moe.cpp, deepseek2.cpp n_layer_dense_lead)
+    if (m.is_moe_layer(il)) {  // else dense: leading layers (glm4-moe.cpp, deepseek2.cpp n_layer_dense_lead), Llama 4's interleave
       const std::int64_t e = m.moe->experts, eff = m.moe->expert_ff;
       out.push_back({"blk." + std::to_string(il) + ".ffn_gate_inp.weight", "f32", embd, e, false});
       const std::int64_t rows = checked_mul(eff, e, "expert_feed_forward_length x expert_count");

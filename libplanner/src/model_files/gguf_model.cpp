@@ -156,7 +156,8 @@ ModelSpec model_from_gguf(const std::vector<GgufHeader>& splits, const std::vect
   m.ctx_native = meta.integer("context_length", 0, true);
 
   // sliding window / chunked attention
-  const int window = meta.integer(rule->window_key.empty() ? "attention.sliding_window" : rule->window_key, 0);
+  int window = meta.integer("attention.sliding_window", 0);
+  if (rule->window_fixed > 0 && !(meta.has("attention.sliding_window") && window == 0)) window = rule->window_fixed;
   if (rule->swa_pattern > 0 || meta.has("attention.sliding_window_pattern")) {
     m.sliding_layers = meta.per_layer("attention.sliding_window_pattern", m.layers);
     if (window > 0) m.swa = SlidingWindow{window, rule->swa_pattern, rule->chunked};
@@ -188,6 +189,10 @@ ModelSpec model_from_gguf(const std::vector<GgufHeader>& splits, const std::vect
       moe.shared_ff = static_cast<int>(std::min<long long>(static_cast<long long>(meta.integer("expert_shared_count", 0)) * moe.expert_ff,
                                                            1LL << 30));  // range-checked by check_model
     moe.dense_lead = meta.integer("leading_dense_block_count", 0);
+    moe.layer_step = meta.integer("interleave_moe_layer_step", 1);  // range-checked by check_model
+    // Llama 4 writes no shared-expert key: its one shared expert has the routed width
+    // (src/llama-model.cpp create_tensors, LLM_ARCH_LLAMA4: n_ff_shexp = n_ff_exp)
+    if (moe.shared_ff == 0 && m.arch == "llama4") moe.shared_ff = moe.expert_ff;
     m.moe = moe;
   }
   if (rule->mla) {

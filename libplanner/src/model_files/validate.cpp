@@ -98,6 +98,7 @@ void check_model(const ModelSpec& m, const FieldError& fail) {
     c.range("moe.expert_ff", m.moe->expert_ff, 1, kMaxFf);
     c.range("moe.shared_ff", m.moe->shared_ff, 0, kMaxFf * 16);
     c.range("moe.dense_lead", m.moe->dense_lead, 0, m.layers);
+    c.range("moe.layer_step", m.moe->layer_step, 1, std::max(1, m.layers));
   }
   if (m.mla) {
     c.range("mla.kv_lora_rank", m.mla->kv_lora_rank, 1, kMaxWidth);
@@ -157,7 +158,8 @@ std::string gguf_key_of(const std::string& field) {
       {"rope_scaling.factor", "rope.scaling.factor"}, {"rope_scaling.orig_ctx", "rope.scaling.original_context_length"},
       {"moe.experts", "expert_count"}, {"moe.experts_used", "expert_used_count"},
       {"moe.expert_ff", "expert_feed_forward_length"}, {"moe.shared_ff", "expert_shared_feed_forward_length"},
-      {"moe.dense_lead", "leading_dense_block_count"}, {"mla.kv_lora_rank", "attention.kv_lora_rank"},
+      {"moe.dense_lead", "leading_dense_block_count"}, {"moe.layer_step", "interleave_moe_layer_step"},
+      {"mla.kv_lora_rank", "attention.kv_lora_rank"},
       {"mla.rope_dim", "rope.dimension_count"}, {"mla.nope_dim", "attention.key_length_mla"},
       {"mla.v_head_dim", "attention.value_length_mla"}, {"mla.q_lora_rank", "attention.q_lora_rank"},
       {"recurrent.d_conv", "ssm.conv_kernel"}, {"recurrent.d_inner", "ssm.inner_size"}, {"recurrent.d_state", "ssm.state_size"},
@@ -178,6 +180,7 @@ std::string config_key_of(const std::string& field) {
       {"rope_scaling.factor", "rope_scaling.factor"}, {"rope_scaling.orig_ctx", "rope_scaling.original_max_position_embeddings"},
       {"moe.experts", "num_local_experts"}, {"moe.experts_used", "num_experts_per_tok"}, {"moe.expert_ff", "moe_intermediate_size"},
       {"moe.shared_ff", "shared_expert_intermediate_size"}, {"moe.dense_lead", "first_k_dense_replace"},
+      {"moe.layer_step", "interleave_moe_layer_step"},
       {"mla.kv_lora_rank", "kv_lora_rank"}, {"mla.rope_dim", "qk_rope_head_dim"}, {"mla.nope_dim", "qk_nope_head_dim"},
       {"mla.v_head_dim", "v_head_dim"}, {"mla.q_lora_rank", "q_lora_rank"}, {"recurrent.d_conv", "linear_conv_kernel_dim"},
       {"recurrent.d_inner", "linear_num_value_heads x linear_value_head_dim"}, {"recurrent.d_state", "linear_key_head_dim"},

@@ -15,7 +15,7 @@ namespace {
 // The share of the weights a token reads: MoE experts in proportion experts_used / experts.
 double active_fraction(const ModelSpec& m) {
   if (!m.moe || m.moe->experts <= 0 || m.params <= 0) return 1;
-  const double expert_params = static_cast<double>(m.layers) * m.moe->experts * 3.0 * m.embd * m.moe->expert_ff;
+  const double expert_params = static_cast<double>(m.moe_layer_count()) * m.moe->experts * 3.0 * m.embd * m.moe->expert_ff;
   return 1 - std::min(0.95, expert_params / static_cast<double>(m.params)) * (1 - static_cast<double>(m.moe->experts_used) / m.moe->experts);
 }
 
