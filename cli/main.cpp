@@ -311,7 +311,9 @@ int run(int argc, char** argv) {
 
   std::vector<std::string> dirs = split_paths(std::getenv("KVPLAN_DATA"));
   dirs.insert(dirs.end(), data_dirs.begin(), data_dirs.end());
-  const kvplan::Catalog catalog = dirs.empty() ? kvplan::builtin_catalog() : kvplan::load_catalog(dirs);
+  kvplan::Catalog with_overlays;  // only when a directory overlays the built-in catalog (not copied otherwise)
+  if (!dirs.empty()) with_overlays = kvplan::load_catalog(dirs);
+  const kvplan::Catalog& catalog = dirs.empty() ? kvplan::builtin_catalog() : with_overlays;
 
   if (models_cmd->parsed()) {
     std::cout << kvplan::cli::render_models(catalog);

@@ -224,9 +224,13 @@ void rank_options(const Setup& s, const std::vector<Option>& fitting, Plan& out)
   if (!any_at_min)
     out.warnings.push_back(fmt::format("no option reaches the {} task's minimum of {} tokens; the best shorter ones are shown",
                                        s.task->id, s.min_ctx));
+  std::vector<Standing> standings;
+  standings.reserve(ranked.size());
+  for (const auto& o : ranked) standings.push_back(standing(s, o, max_context));
   std::vector<Option> kept;
-  for (const auto& a : ranked)
-    if (std::none_of(ranked.begin(), ranked.end(), [&](const Option& b) { return dominates(s, b, a, max_context); })) kept.push_back(a);
+  for (size_t i = 0; i < ranked.size(); ++i)
+    if (std::none_of(standings.begin(), standings.end(), [&](const Standing& b) { return dominates(b, standings[i]); }))
+      kept.push_back(ranked[i]);
   std::sort(kept.begin(), kept.end(), [&](const Option& a, const Option& b) { return ranks_before(s, a, b); });
   out.explanation = explain(s, kept.front(), fitting);
   kept.resize(std::min<size_t>(kept.size(), static_cast<size_t>(s.request.top)));

@@ -15,12 +15,14 @@ namespace kvplan {
 
 // ---------- models ----------
 struct RopeScaling {
+  bool operator==(const RopeScaling&) const = default;
   std::string type;    // "yarn" or "linear"
   double factor = 1;
   int orig_ctx = 0;
 };
 
 struct SlidingWindow {
+  bool operator==(const SlidingWindow&) const = default;
   int window = 0;   // n_swa (the chunk size for chunked attention)
   int pattern = 0;  // llama.cpp set_swa_pattern: layer il is sliding iff il % pattern < pattern - 1
   bool chunked = false;  // LLAMA_SWA_TYPE_CHUNKED (Llama 4): same cache sizing, other mask
@@ -29,6 +31,7 @@ struct SlidingWindow {
 // Multi-head latent attention (DeepSeek V2/V3, Kimi K2, GLM-4.7-Flash): the cache holds the
 // compressed latent (kv_lora_rank) and the rope part of K, one "head" per layer.
 struct Mla {
+  bool operator==(const Mla&) const = default;
   int kv_lora_rank = 0;
   int rope_dim = 0;     // qk_rope_head_dim
   int nope_dim = 0;     // qk_nope_head_dim (legacy MHA cache only)
@@ -39,6 +42,7 @@ struct Mla {
 
 // Recurrent state (llama-memory-recurrent.cpp): f32 per sequence, independent of context.
 struct Recurrent {
+  bool operator==(const Recurrent&) const = default;
   std::string kind;  // mamba | mamba2 | gdn | rwkv6 | rwkv7 | lfm2
   int d_conv = 0, d_inner = 0, d_state = 0, n_group = 0;  // Mamba, Mamba2, gated delta-net
   int dt_rank = 0;                                      // Mamba2 heads (ssm.time_step_rank); 0: d_inner / 64
@@ -52,6 +56,7 @@ struct Recurrent {
 
 // One weight tensor as stored in a GGUF (a file's own, or one the recipe predicts).
 struct WeightTensor {
+  bool operator==(const WeightTensor&) const = default;
   std::string name;   // llama.cpp name, e.g. "blk.3.attn_v.weight"
   std::string type;   // ggml type
   std::int64_t ne0 = 0, nrows = 0;
@@ -59,6 +64,7 @@ struct WeightTensor {
 };
 
 struct Moe {
+  bool operator==(const Moe&) const = default;
   int experts = 0;
   int experts_used = 0;
   int expert_ff = 0;
@@ -69,6 +75,7 @@ struct Moe {
 };
 
 struct ModelSpec {
+  bool operator==(const ModelSpec&) const = default;
   std::string id, name, hf_id, arch, family, source, note;
   std::vector<std::string> aliases;
   std::int64_t params = 0;
@@ -103,6 +110,7 @@ struct ModelSpec {
   // Read over the network (the remote adapter, net/): where from, and how the launch lines name it instead of
   // a local file. kind: "hub" (a Hugging Face repo), "url" (a GGUF by URL) or "ollama" (a registry tag).
   struct Remote {
+    bool operator==(const Remote&) const = default;
     std::string kind, id;                // id: what --model said, e.g. unsloth/Qwen3-30B-A3B-GGUF:Q4_K_M
     std::string llama_flag, llama_value; // llama-server's model flag: -hf repo:quant, -mu URL, -m blob ("" = none)
     std::string ollama_from;             // a Modelfile's FROM: hf.co/repo:quant, the Ollama tag ("" = ./file.gguf)
@@ -158,6 +166,7 @@ struct ProjectorSpec {
 
 // ---------- GPUs ----------
 struct GpuSpec {
+  bool operator==(const GpuSpec&) const = default;
   std::string id, name, vendor, backend, memory_kind, total_source, compute_capability, arch, source;
   std::vector<std::string> aliases;
   std::int64_t total_mib = 0;
@@ -175,6 +184,7 @@ std::int64_t metal_default_working_set_mib(std::int64_t ram_mib);
 
 // ---------- llama.cpp engine rules ----------
 struct GgmlType {
+  bool operator==(const GgmlType&) const = default;
   std::string name;
   int id = 0;
   int block = 1;
@@ -188,11 +198,13 @@ struct GgmlType {
 };
 
 struct Estimate {  // a closed-form estimate: typical value and the upper bound the fit check uses
+  bool operator==(const Estimate&) const = default;
   double typical_mib = 0;
   double high_mib = 0;
 };
 
 struct BackendSpec {
+  bool operator==(const BackendSpec&) const = default;
   std::string id, name;
   int alignment = 32;          // buffer alignment
   int matrix_row_padding = 0;  // CUDA MATRIX_ROW_PADDING (0 = none)
@@ -213,15 +225,18 @@ struct BackendSpec {
 };
 
 struct BuildRule {  // a rule that changed across llama.cpp builds, with the build range it holds for
+  bool operator==(const BuildRule&) const = default;
   std::string rule, value, source;
   int from_build = 0, until_build = 0;  // until 0 = still holds
 };
 
 struct EngineSpec {
+  bool operator==(const EngineSpec&) const = default;
   std::string id, name, build_name, build_source, vendored_by;
   int build = 0;
   std::vector<GgmlType> ggml_types;
   struct ArchRule {
+    bool operator==(const ArchRule&) const = default;
     int swa_pattern = 0;
     bool chunked = false;
     int window_fixed = 0;         // the window the engine sets whatever the file says (0: attention.sliding_window)
@@ -264,6 +279,7 @@ struct EngineSpec {
   // common/arg.cpp): a pasted launch line may carry any of them. `kept` flags change no memory kvplan plans and go
   // back on the launch line as given; the others change memory kvplan does not size, and `reason` says how.
   struct ServerFlag {
+    bool operator==(const ServerFlag&) const = default;
     std::vector<std::string> names;
     int values = 0;  // values that follow the flag
     bool kept = true;
@@ -285,6 +301,7 @@ struct EngineSpec {
 
 // ---------- GGUF weight formats ----------
 struct TensorTypeRule {
+  bool operator==(const TensorTypeRule&) const = default;
   std::vector<std::string> tensors;  // llama.cpp names without "blk.N.", e.g. attn_v, ffn_down, output
   std::string type;
   std::string layers = "all";        // all | more_bits | first_eighth | first_sixteenth | first_n | middle
@@ -296,6 +313,7 @@ struct TensorTypeRule {
 };
 
 struct WeightFormat {
+  bool operator==(const WeightFormat&) const = default;
   std::string id, base_type, source, quality_source;
   int ftype = -1;
   std::vector<TensorTypeRule> rules;  // the last matching rule wins (llama_tensor_get_type's overrides)
@@ -315,6 +333,7 @@ struct WeightFormat {
 // What kvplan needs to plan for an engine other than llama.cpp: the cache types it accepts with their
 // storage per element, its weight formats, how it pages the cache and how it budgets memory.
 struct RuntimeCacheType {
+  bool operator==(const RuntimeCacheType&) const = default;
   std::string id;                 // as the engine spells it (--kv-cache-dtype fp8, cache_mode Q6, --kv-bits 4)
   double k_bytes = 2, v_bytes = 2;  // storage per element, scales included
   std::string prior_k, prior_v;   // data/priors/prior.yaml type ids for the K and V roles
@@ -324,10 +343,12 @@ struct RuntimeCacheType {
 };
 
 struct MiBRange {
+  bool operator==(const MiBRange&) const = default;
   double typical = 0, high = 0;
 };
 
 struct RuntimeProfile {
+  bool operator==(const RuntimeProfile&) const = default;
   std::string id, name, kind, version, source;  // kind: ollama | vllm | sglang | exllamav2 | exllamav3 | mlx
   std::vector<std::string> aliases, backends, rules;
   bool same_type_kv = true;       // one cache type for K and V
@@ -357,10 +378,12 @@ struct RuntimeProfile {
 
 // ---------- tasks ----------
 struct StrictnessBand {
+  bool operator==(const StrictnessBand&) const = default;
   int upto = 0;  // 0 = no upper limit
   double factor = 1;
 };
 struct TaskProfile {
+  bool operator==(const TaskProfile&) const = default;
   std::string id, name, metric, summary, source;
   std::vector<std::string> aliases;
   int ctx_target = 0, ctx_min = 0;
@@ -376,6 +399,7 @@ struct TaskProfile {
 // ---------- quality prior ----------
 // The fitted prior of data/priors/prior.yaml (docs/priors.md; tools/fit_priors.py writes it).
 struct TypeSensitivity {   // one cache type
+  bool operator==(const TypeSensitivity&) const = default;
   std::string type, engine;
   double bits = 16;         // storage bits per element, scales included
   double k_bits = 16;       // Gaussian-equivalent bits in the K role (the loss curve's argument)
@@ -389,6 +413,7 @@ struct TypeSensitivity {   // one cache type
   bool always_rotated() const { return rotation != "engine"; }
 };
 struct FamilyFactor {
+  bool operator==(const FamilyFactor&) const = default;
   std::string family;
   double k_low_bits_rot = 1, k_low_bits_norot = 1, all_bits = 1;
   double k_low_bits_max = 6;   // F_K applies when K has at most this many equivalent bits
@@ -397,6 +422,7 @@ struct FamilyFactor {
 };
 // One fitted measurement row, as the bounds of the cells it covers (docs/priors.md §1.4).
 struct AnalogRow {
+  bool operator==(const AnalogRow&) const = default;
   std::string id, family, k_type, v_type;
   bool rot_k = false;      // K was rotated
   double params_b = 0, ctx = 0;
@@ -405,13 +431,16 @@ struct AnalogRow {
   bool upper = false;      // the measurement is an upper bound
 };
 struct Evidence {
+  bool operator==(const Evidence&) const = default;
   std::string id, text, source;
 };
 struct MeasuredEvidence {  // one measurement row, cited for the option it matches best
+  bool operator==(const MeasuredEvidence&) const = default;
   std::string id, k_type, v_type, rotation = "any", family, kind, text, source;  // rotation: yes | no | any; kind: ppl | kld | nll | acc
   double params_b = 0;
 };
 struct ModelCalibration {  // a user's own measurements of one model (priors::calibrate, docs/priors.md §7)
+  bool operator==(const ModelCalibration&) const = default;
   std::string model;       // ModelSpec::id it applies to
   double k_factor = 1, v_factor = 1;      // multiply the K and V terms
   double interval_low = 0, interval_high = 0;  // 0: keep the prior's
@@ -419,6 +448,7 @@ struct ModelCalibration {  // a user's own measurements of one model (priors::ca
   std::vector<std::string> evidence;      // "your measurement: ..." sentences
 };
 struct PriorParams {
+  bool operator==(const PriorParams&) const = default;
   int model_version = 3;
   // reference point and fixed choices
   double bits_ref = 4.5, size_ref_b = 7;
@@ -450,6 +480,9 @@ struct PriorParams {
 
 // ---------- the catalog ----------
 struct Catalog {
+  // Every catalog type compares field by field: the build checks that the embedded image (catalog/image.cpp)
+  // decodes to exactly the catalog the YAML loader produced.
+  bool operator==(const Catalog&) const = default;
   std::vector<ModelSpec> models;
   std::vector<GpuSpec> gpus;
   std::vector<EngineSpec> engines;

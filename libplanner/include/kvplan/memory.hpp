@@ -55,6 +55,10 @@ struct KvCacheBytes {
 KvCacheBytes kv_cache_bytes(const ModelSpec& model, const EngineSpec& engine, const ContextShape& shape,
                             const GgmlType& type_k, const GgmlType& type_v, bool flash_attn, const BackendSpec& backend,
                             int layer_begin = 0, int layer_end = -1);
+// The same from the model's layer_caches(model, engine), when the caller keeps them (plan() asks per candidate and context).
+KvCacheBytes kv_cache_bytes(const std::vector<LayerCache>& layers, const EngineSpec& engine, const ContextShape& shape,
+                            const GgmlType& type_k, const GgmlType& type_v, bool flash_attn, const BackendSpec& backend,
+                            int layer_begin = 0, int layer_end = -1);
 
 // The tensors of a GGUF produced by llama-quantize for `format` (catalog models), or the file's own.
 std::vector<WeightTensor> weight_tensors(const ModelSpec& model, const WeightFormat& format, const EngineSpec& engine);
@@ -117,6 +121,10 @@ struct ComputeBytes {
 ComputeBytes compute_bytes(const ModelSpec& model, const EngineSpec& engine, const ContextShape& shape,
                            const GgmlType& type_k, const GgmlType& type_v, bool flash_attn, const BackendSpec& backend,
                            bool holds_output = true);
+// The same from the model's layer_caches(model, engine), when the caller keeps them.
+ComputeBytes compute_bytes(const std::vector<LayerCache>& layers, const ModelSpec& model, const EngineSpec& engine,
+                           const ContextShape& shape, const GgmlType& type_k, const GgmlType& type_v, bool flash_attn,
+                           const BackendSpec& backend, bool holds_output = true);
 
 // Logits/embeddings output buffer (pinned host memory).
 Figure output_bytes(const ModelSpec& model, const ContextShape& shape);

@@ -1,4 +1,5 @@
-// Reads the YAML catalog: embedded data/ first, then each --data / KVPLAN_DATA directory.
+// Reads the YAML catalog: embedded data/ first, then each --data / KVPLAN_DATA directory. The one validator: the build
+// runs it over data/ alone to make the built-in catalog image (catalog/image.hpp, make_image.cpp).
 // Entries of one collection are merged by id, field by field; later sources win.
 #include <algorithm>
 #include <filesystem>
@@ -13,6 +14,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "catalog/embedded.hpp"
+#include "catalog/image.hpp"
 #include "kvplan/catalog.hpp"
 #include "kvplan/error.hpp"
 #include "input_file.hpp"
@@ -842,7 +844,8 @@ void check_unique_names(const Catalog& c) {
 
 }  // namespace
 
-Catalog load_catalog(const std::vector<std::string>& extra_dirs) {
+namespace detail {
+Catalog parse_catalog(const std::vector<std::string>& extra_dirs) {
   Sources sources;
   for (const auto& f : detail::embedded_data()) add_document(sources, f.content, std::string("data/") + f.path);
   for (const auto& d : extra_dirs) add_directory(sources, d);
@@ -879,10 +882,6 @@ Catalog load_catalog(const std::vector<std::string>& extra_dirs) {
   check_unique_names(c);
   return c;
 }
-
-const Catalog& builtin_catalog() {
-  static const Catalog catalog = load_catalog();
-  return catalog;
-}
+}  // namespace detail
 
 }  // namespace kvplan

@@ -52,6 +52,12 @@ double rotation_inputs(const ModelSpec& m, const EngineSpec& engine, const std::
 // Host (CUDA_Host): token_embd get_rows output n_embd · n_ubatch · 4 plus one KQ mask per cache.
 ComputeBytes compute_bytes(const ModelSpec& m, const EngineSpec& engine, const ContextShape& s, const GgmlType& type_k,
                            const GgmlType& type_v, bool flash_attn, const BackendSpec& backend, bool holds_output) {
+  return compute_bytes(layer_caches(m, engine), m, engine, s, type_k, type_v, flash_attn, backend, holds_output);
+}
+
+ComputeBytes compute_bytes(const std::vector<LayerCache>& layers, const ModelSpec& m, const EngineSpec& engine, const ContextShape& s,
+                           const GgmlType& type_k, const GgmlType& type_v, bool flash_attn, const BackendSpec& backend,
+                           bool holds_output) {
   // The CPU backend keeps every graph tensor, inputs included, in one buffer: where kvplan models the
   // architecture's reserve graph node by node, its placement by ggml-alloc gives that buffer's size.
   if (backend.id == "cpu" && holds_output) {
@@ -63,7 +69,6 @@ ComputeBytes compute_bytes(const ModelSpec& m, const EngineSpec& engine, const C
     }
   }
   const double ub = s.n_ubatch;
-  const std::vector<LayerCache> layers = layer_caches(m, engine);
   bool any_full = false;
   double widths = 0;  // the widest K + V row the attention reads; an MLA V-less cache's V is a view of
                       // K's first kv_lora_rank columns, copied separately (cast with FA, cont without)

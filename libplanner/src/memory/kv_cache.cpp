@@ -105,27 +105,46 @@ std::vector<LayerCache> layer_caches(const ModelSpec& m, const EngineSpec& engin
 // src/llama-memory-recurrent.cpp: r and s tensors of f32 per layer with max(1, n_seq_max) cells.
 KvCacheBytes kv_cache_bytes(const ModelSpec& m, const EngineSpec& engine, const ContextShape& shape, const GgmlType& type_k,
                             const GgmlType& type_v, bool flash_attn, const BackendSpec& backend, int layer_begin, int layer_end) {
-  const auto layers = layer_caches(m, engine);
+  return kv_cache_bytes(layer_caches(m, engine), engine, shape, type_k, type_v, flash_attn, backend, layer_begin, layer_end);
+}
+
+namespace {
+bool same_cache(const LayerCache& a, const LayerCache& b) {
+  return a.kind == b.kind && a.k_width == b.k_width && a.v_width == b.v_width && a.r_width == b.r_width && a.s_width == b.s_width;
+}
+// n identical layers' figure: the sum of n equal terms (the same overflow check as adding them one by one).
+Figure times(const Figure& f, std::int64_t n) {
+  return {checked_mul(f.bytes, n, "KV cache bytes"), checked_mul(f.unpadded, n, "KV cache bytes"), checked_mul(f.high, n, "KV cache bytes")};
+}
+}  // namespace
+
+KvCacheBytes kv_cache_bytes(const std::vector<LayerCache>& layers, const EngineSpec& engine, const ContextShape& shape,
+                            const GgmlType& type_k, const GgmlType& type_v, bool flash_attn, const BackendSpec& backend,
+                            int layer_begin, int layer_end) {
   std::int64_t v_max = 0;  // n_embd_v_gqa_max(): the widest V over all layers
   for (const auto& c : layers) v_max = std::max(v_max, c.v_width);
   const GgmlType& f32 = engine.type("f32", "state");
   const std::int64_t mem_size = std::max(1, shape.n_seq);
-  const int end = layer_end < 0 ? m.layers : std::min(layer_end, m.layers);
+  const int n_layer = static_cast<int>(layers.size());
+  const int end = layer_end < 0 ? n_layer : std::min(layer_end, n_layer);
   KvCacheBytes out;
-  for (int il = std::max(0, layer_begin); il < end; ++il) {
+  // Runs of identical consecutive layers are sized once (a transformer's layers mostly are).
+  for (int il = std::max(0, layer_begin), run = 1; il < end; il += run) {
     const LayerCache& c = layers[static_cast<size_t>(il)];
+    run = 1;
+    while (il + run < end && same_cache(layers[static_cast<size_t>(il + run)], c)) ++run;
     switch (c.kind) {
       case LayerKind::full:
       case LayerKind::sliding: {
         const bool swa = c.kind == LayerKind::sliding;
         const std::int64_t rows = checked_mul(swa ? shape.swa_cells : shape.n_ctx_seq, shape.n_stream, "KV cells x streams");
-        add(swa ? out.swa_k : out.k, tensor_bytes(type_k, c.k_width, rows, backend));
-        if (c.v_width > 0) add(swa ? out.swa_v : out.v, tensor_bytes(type_v, flash_attn ? c.v_width : v_max, rows, backend));
+        add(swa ? out.swa_k : out.k, times(tensor_bytes(type_k, c.k_width, rows, backend), run));
+        if (c.v_width > 0) add(swa ? out.swa_v : out.v, times(tensor_bytes(type_v, flash_attn ? c.v_width : v_max, rows, backend), run));
         [[fallthrough]];  // a parallel hybrid's attention layer also holds the recurrent state (r_width 0 otherwise)
       }
       case LayerKind::recurrent:
-        if (c.r_width > 0) add(out.state, tensor_bytes(f32, checked_mul(c.r_width, mem_size, "recurrent state x sequences"), 1, backend));
-        if (c.s_width > 0) add(out.state, tensor_bytes(f32, checked_mul(c.s_width, mem_size, "recurrent state x sequences"), 1, backend));
+        if (c.r_width > 0) add(out.state, times(tensor_bytes(f32, checked_mul(c.r_width, mem_size, "recurrent state x sequences"), 1, backend), run));
+        if (c.s_width > 0) add(out.state, times(tensor_bytes(f32, checked_mul(c.s_width, mem_size, "recurrent state x sequences"), 1, backend), run));
         break;
       case LayerKind::none:
         break;

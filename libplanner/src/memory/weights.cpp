@@ -52,35 +52,42 @@ std::vector<WeightTensor> weight_tensors(const ModelSpec& m, const WeightFormat&
   if (m.mla || m.recurrent)
     throw InputError("--weights", format.id, "no per-tensor recipe for " + m.arch + " models in the catalog; sized from params");
   std::vector<WeightTensor> out;
+  out.reserve(static_cast<size_t>(std::max(0, m.layers)) * 24 + 4);
   // phi3 and chatglm store one attn_qkv and a fused gate|up in ffn_up (src/llama-model.cpp load_tensors)
   const bool fused_qkv = m.arch == "phi3" || m.arch == "chatglm";
   // gpt-oss (LLM_ARCH_OPENAI_MOE load_tensors) also has an attn_output bias, a router bias and per-expert biases
   const bool moe_biases = m.arch == "gpt-oss";
+  static const std::string output_role = "output";
+  const std::string field = "weights " + format.id;
   auto type_for = [&](const std::string& base_name, int il, std::int64_t ne0) {
     // A tied model has no output tensor; llama-quantize then treats token_embd as the output.
-    const std::string role = (base_name == "token_embd" && m.tied_embeddings) ? "output" : base_name;
+    const std::string& role = (base_name == "token_embd" && m.tied_embeddings) ? output_role : base_name;
     // A checkpoint released with quantized experts (gpt-oss: MXFP4) is converted with the experts as they are
     // (convert_hf_to_gguf.py GptOssModel repacks the blocks, whatever --outtype) and published GGUFs keep them
     // at every file type (bartowski: "all quants keep the feed forward networks at mxfp4"; sizes in weights_test).
     if (!m.native_expert_type.empty() && is_routed_expert(base_name)) return m.native_expert_type;
-    std::string type = format.base_type;
+    const std::string* chosen = &format.base_type;
     for (const auto& r : format.rules)
-      if (rule_matches(r, role, il, m)) type = r.type;
+      if (rule_matches(r, role, il, m)) chosen = &r.type;
+    std::string type = *chosen;
     for (int guard = 0; guard < 4; ++guard) {  // llama-quant.cpp: "tensor cols not divisible by QK_K" fallback chain
-      const GgmlType& t = engine.type(type, "weights " + format.id);
+      const GgmlType& t = engine.type(type, field);
       if (ne0 % t.block == 0) break;
       auto it = engine.quant_fallback.find(type);
       type = it != engine.quant_fallback.end() ? it->second : "f16";
     }
     return type;
   };
+  auto name_of = [](int il, const std::string& base, const char* suffix) {  // "blk.3.attn_v.weight"
+    std::string name;
+    name.reserve(base.size() + 16);
+    if (il >= 0) name.append("blk.").append(std::to_string(il)).append(".");
+    return name.append(base).append(suffix);
+  };
   auto matrix = [&](const std::string& base_name, int il, std::int64_t ne0, std::int64_t rows, bool host = false) {
-    const std::string name = il < 0 ? base_name + ".weight" : "blk." + std::to_string(il) + "." + base_name + ".weight";
-    out.push_back({name, type_for(base_name, il, ne0), ne0, rows, host});
+    out.push_back({name_of(il, base_name, ".weight"), type_for(base_name, il, ne0), ne0, rows, host});
   };
-  auto vec = [&](const std::string& name, int il, std::int64_t n) {
-    out.push_back({il < 0 ? name : "blk." + std::to_string(il) + "." + name, "f32", n, 1, false});
-  };
+  auto vec = [&](const std::string& name, int il, std::int64_t n) { out.push_back({name_of(il, name, ""), "f32", n, 1, false}); };
 
   const std::int64_t embd = m.embd;
   const std::int64_t q_width = checked_mul(m.heads, m.head_dim_k, "head_count x key_length");
@@ -266,6 +273,7 @@ WeightBytes weight_bytes(const ModelSpec& m, const WeightFormat& format, const E
   }
   const EngineSpec::ArchRule* arch = engine.arch(m.arch);
   const bool tied_output_copy = arch && arch->tied_output_copy;
+  const std::string field = "weights " + format.id;
   for (const auto& t : weight_tensors(m, format, engine)) {
     const int device = device_of(t, placement, overrides);
     const bool gpu = device >= 0;
@@ -274,7 +282,7 @@ WeightBytes weight_bytes(const ModelSpec& m, const WeightFormat& format, const E
     // Gemma 3n creates the output before token_embd (src/models/gemma3n.cpp load_arch_tensors), so create_tensor's
     // TENSOR_DUPLICATED lookup finds nothing and allocates a second copy even in the same buffer (arch rule tied_output_copy).
     if ((!gpu || backend.id == "cpu") && !tied_output_copy && t.name.find("copy of token_embd") != std::string::npos) continue;
-    const GgmlType& type = engine.type(t.type, "weights " + format.id);
+    const GgmlType& type = engine.type(t.type, field);
     const Figure f = tensor_bytes(type, t.ne0, t.nrows, gpu ? backend : cpu);
     Bytes& sum = gpu ? dev : host;
     Bytes& sum_raw = gpu ? dev_raw : host_raw;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
@@ -13,6 +14,14 @@ namespace kvplan::detail {
 
 namespace {
 
+// A pool's totals and headroom from the sums of its allocations.
+PoolUsage pool_usage(const Pool& pool, PoolUsage u) {
+  u.total = checked_add(u.allocations, pool.overhead.bytes, "pool total");
+  u.total_high = checked_add(u.allocations_high, pool.overhead.high, "pool total");
+  u.headroom = pool.bounded() ? pool.capacity - pool.reserve - pool.margin - u.total_high : 0;
+  return u;
+}
+
 void sum_pools(const Setup& s, Option& o) {
   for (const auto& pool : s.pools) {
     PoolUsage u;
@@ -21,10 +30,7 @@ void sum_pools(const Setup& s, Option& o) {
       if (a.pool == pool.id)
         u.allocations = checked_add(u.allocations, a.figure.bytes, a.what),
         u.allocations_high = checked_add(u.allocations_high, a.figure.high, a.what);
-    u.total = checked_add(u.allocations, pool.overhead.bytes, "pool total");
-    u.total_high = checked_add(u.allocations_high, pool.overhead.high, "pool total");
-    u.headroom = pool.bounded() ? pool.capacity - pool.reserve - pool.margin - u.total_high : 0;
-    o.pools.push_back(u);
+    o.pools.push_back(pool_usage(pool, u));
   }
 }
 
@@ -63,7 +69,7 @@ Option account_runtime(const Setup& s, const Candidate& c, int ctx) {
   if (rt.temp_fp16_layer && (tk.quantized() || tv.quantized())) {
     // exllamav2/cache.py footprint(): fp16 K and V of one layer per device for the quantized cache.
     std::int64_t widest = 0;
-    for (const auto& lc : layer_caches(m, *s.engine)) widest = std::max(widest, lc.k_width + lc.v_width);
+    for (const auto& lc : s.layers_of(m)) widest = std::max(widest, lc.k_width + lc.v_width);
     const Bytes temp = checked_mul(checked_mul(widest, engines::runtime_tokens(rt, m, ctx, 0).full, "cache_temp"), seqs * 2LL, "cache_temp");
     put("cache_temp", s.device_pool, Figure::exact(temp, temp));
   }
@@ -83,7 +89,8 @@ Option account_runtime(const Setup& s, const Candidate& c, int ctx) {
 // The draft model's own context (component "draft"): the main context's n_ctx, slots, batch and flash
 // attention with its cache types; its reserve graph computes logits for n_parallel rows
 // (common_base_params_to_speculative: n_outputs_max = n_parallel); its weights by -ngld.
-void add_draft(const Setup& s, const Candidate& c, int ctx, Option& o) {
+template <class Record>
+void add_draft(const Setup& s, const Candidate& c, int ctx, Record& record) {
   const Setup::Draft& d = *s.draft;
   const ModelSpec& dm = *d.model;
   const EngineSpec& e = *s.engine;
@@ -94,12 +101,12 @@ void add_draft(const Setup& s, const Candidate& c, int ctx, Option& o) {
                                      c.flash_attn);
   shape.n_outputs = std::min(shape.n_ubatch, std::max(1, r.n_parallel));
   const BackendSpec& cpu = e.backend("cpu");
-  const KvCacheBytes kv = kv_cache_bytes(dm, e, shape, tk, tv, c.flash_attn, *s.backend, d.placement.first_gpu_layer);
-  const KvCacheBytes kv_host = kv_cache_bytes(dm, e, shape, tk, tv, c.flash_attn, cpu, 0, d.placement.first_gpu_layer);
+  const KvCacheBytes kv = kv_cache_bytes(s.layers_of(dm), e, shape, tk, tv, c.flash_attn, *s.backend, d.placement.first_gpu_layer);
+  const KvCacheBytes kv_host = kv_cache_bytes(s.layers_of(dm), e, shape, tk, tv, c.flash_attn, cpu, 0, d.placement.first_gpu_layer);
   const ComputeBytes compute = s.compute(dm, shape, tk, tv, c.flash_attn, *s.backend);
   const WeightBytes w = weight_bytes(dm, d.format(), e, *s.backend, d.placement);
-  auto put = [&](const std::string& what, const std::string& pool, const Figure& f) {
-    if (f.bytes != 0) o.allocations.push_back({"draft", what, pool, f});
+  auto put = [&](const char* what, const std::string& pool, const Figure& f) {
+    if (f.bytes != 0) record("draft", what, pool, f);
   };
   put("weights", s.device_pool, w.device);
   put("weights_host", s.host_pool, w.host);
@@ -115,7 +122,8 @@ void add_draft(const Setup& s, const Candidate& c, int ctx, Option& o) {
 // --no-mmproj-offload, and the compute buffer of the encoder's warm-up graph, estimated for one image of
 // the configured size: n_patches rows through the FFN and beside attention, plus the f32 KQ without flash
 // attention (n_patches² · heads).
-void add_projector(const Setup& s, const Candidate& c, Option& o) {
+template <class Record>
+void add_projector(const Setup& s, const Candidate& c, Record& record) {
   const ProjectorSpec& p = *s.request.mmproj;
   const EngineSpec& e = *s.engine;
   const BackendSpec& backend = s.request.mmproj_offload ? *s.backend : e.backend("cpu");
@@ -127,11 +135,11 @@ void add_projector(const Setup& s, const Candidate& c, Option& o) {
     weights.unpadded += f.unpadded;
   }
   weights.high = weights.bytes;
-  o.allocations.push_back({"mmproj", "weights", pool, weights});
+  record("mmproj", "weights", pool, weights);
   const double n = p.n_patches() + 1.0;
   const double bytes = n * (2.0 * p.ff + 6.0 * p.embd) * 4 + (c.flash_attn ? 0 : n * n * p.heads * 4);
   if (bytes > 0)
-    o.allocations.push_back({"mmproj", "compute", pool, Figure::estimate(checked_bytes(bytes, "--mmproj compute"), checked_bytes(bytes * 1.5, "--mmproj compute"))});
+    record("mmproj", "compute", pool, Figure::estimate(checked_bytes(bytes, "--mmproj compute"), checked_bytes(bytes * 1.5, "--mmproj compute")));
 }
 
 
@@ -184,7 +192,7 @@ void put_per_gpu(const Setup& s, const Candidate& c, const ContextShape& shape, 
     for (int il = 0; il < m.layers; ++il)
       if (place.device_of(il) == static_cast<int>(d)) begin = std::min(begin, il), end = std::max(end, il + 1);
     put("weights", pool, c.weight_bytes.per_device.at(d));
-    if (begin < end) put_kv(kv_cache_bytes(m, *s.engine, shape, tk, tv, c.flash_attn, *s.backend, begin, end), pool);
+    if (begin < end) put_kv(kv_cache_bytes(s.layers_of(m), *s.engine, shape, tk, tv, c.flash_attn, *s.backend, begin, end), pool);
     const bool holds_output = place.device_of(last) == static_cast<int>(d);
     if (begin >= end && !holds_output) continue;
     Figure part = s.compute(m, shape, tk, tv, c.flash_attn, *s.backend, holds_output).device;
@@ -197,6 +205,7 @@ void put_per_gpu(const Setup& s, const Candidate& c, const ContextShape& shape, 
 // The option's fields that follow from the candidate and the shape alone.
 Option option_header(const Setup& s, const Candidate& c, const ContextShape& shape, int ctx) {
   Option o;
+  o.allocations.reserve(16);
   o.weights = c.weights->id;
   o.ctx_size = ctx;
   o.ctx_per_slot = s.request.kv_unified ? shape.n_ctx : shape.n_ctx_seq;
@@ -209,24 +218,21 @@ Option option_header(const Setup& s, const Candidate& c, const ContextShape& sha
   return o;
 }
 
-}  // namespace
-
-Option account(const Setup& s, const Candidate& c, int ctx) {
-  if (s.own_memory) return account_runtime(s, c, ctx);
+// Every allocation of a llama.cpp candidate at one context shape, in the plan's order: record(component, what, pool, figure).
+template <class Record>
+void record_allocations(const Setup& s, const Candidate& c, int ctx, const ContextShape& shape, Record& record) {
   const ModelSpec& m = *s.model;
   const EngineSpec& e = *s.engine;
   const GgmlType& tk = e.type(c.k, "--cache-type-k");
   const GgmlType& tv = e.type(c.v, "--cache-type-v");
-  const ContextShape shape = main_shape(s, c, ctx);
   const Placement& place = c.placement;
   // KV of each layer lives on that layer's device (offload_kqv, llama-kv-cache.cpp dev_layer(il)).
-  const KvCacheBytes kv = kv_cache_bytes(m, e, shape, tk, tv, c.flash_attn, *s.backend, place.first_gpu_layer);
-  const KvCacheBytes kv_host = kv_cache_bytes(m, e, shape, tk, tv, c.flash_attn, e.backend("cpu"), 0, place.first_gpu_layer);
+  const KvCacheBytes kv = kv_cache_bytes(s.layers_of(m), e, shape, tk, tv, c.flash_attn, *s.backend, place.first_gpu_layer);
+  const KvCacheBytes kv_host = kv_cache_bytes(s.layers_of(m), e, shape, tk, tv, c.flash_attn, e.backend("cpu"), 0, place.first_gpu_layer);
   const ComputeBytes compute = placed_compute(s, c, shape, tk, tv);
-  Option o = option_header(s, c, shape, ctx);
-  auto put = [&](const std::string& what, const std::string& pool, const Figure& f) {
-    const bool always = (what == "k_cache" || what == "v_cache") && pool == s.device_pool;
-    if (f.bytes != 0 || always) o.allocations.push_back({"main", what, pool, f});
+  auto put = [&](const char* what, const std::string& pool, const Figure& f) {
+    const bool always = (std::string_view(what) == "k_cache" || std::string_view(what) == "v_cache") && pool == s.device_pool;
+    if (f.bytes != 0 || always) record("main", what, pool, f);
   };
   auto put_kv = [&](const KvCacheBytes& k, const std::string& pool) { put_kv_parts(k, pool, put); };
   if (s.gpu_pools.size() <= 1) {
@@ -240,8 +246,36 @@ Option account(const Setup& s, const Candidate& c, int ctx) {
   put_kv(kv_host, s.host_pool);
   put("compute_host", s.host_pool, compute.host);
   put("output", s.host_pool, output_bytes(m, shape));
-  if (s.draft) add_draft(s, c, ctx, o);
-  if (s.request.mmproj) add_projector(s, c, o);
+  if (s.draft) add_draft(s, c, ctx, record);
+  if (s.request.mmproj) add_projector(s, c, record);
+}
+
+// Whether a llama.cpp candidate fits at ctx: account(...).fits() without building the option (the context search
+// asks it up to eight times per candidate). The pools are summed as sum_pools does, with the same checks.
+bool fits_at(const Setup& s, const Candidate& c, int ctx) {
+  std::vector<PoolUsage> usage(s.pools.size());
+  auto record = [&](const char*, const char* what, const std::string& pool, const Figure& f) {
+    for (size_t i = 0; i < s.pools.size(); ++i)
+      if (s.pools[i].id == pool)
+        usage[i].allocations = checked_add(usage[i].allocations, f.bytes, what),
+        usage[i].allocations_high = checked_add(usage[i].allocations_high, f.high, what);
+  };
+  record_allocations(s, c, ctx, main_shape(s, c, ctx), record);
+  for (size_t i = 0; i < s.pools.size(); ++i)
+    if (pool_usage(s.pools[i], usage[i]).headroom < 0) return false;
+  return true;
+}
+
+}  // namespace
+
+Option account(const Setup& s, const Candidate& c, int ctx) {
+  if (s.own_memory) return account_runtime(s, c, ctx);
+  const ContextShape shape = main_shape(s, c, ctx);
+  Option o = option_header(s, c, shape, ctx);
+  auto record = [&](const char* component, const char* what, const std::string& pool, const Figure& f) {
+    o.allocations.push_back({component, what, pool, f});
+  };
+  record_allocations(s, c, ctx, shape, record);
   sum_pools(s, o);
   return o;
 }
@@ -253,10 +287,11 @@ int largest_fitting_ctx(const Setup& s, const Candidate& c, int cap) {
   const int step = s.own_memory ? 256 : s.engine->ctx_pad * (s.request.kv_unified ? 1 : s.request.n_parallel);
   int lo = 0, hi = cap / step;  // in steps
   if (hi < 1) return 0;
-  if (account(s, c, hi * step).fits()) return hi * step;
+  auto fits = [&](int ctx) { return s.own_memory ? account(s, c, ctx).fits() : fits_at(s, c, ctx); };
+  if (fits(hi * step)) return hi * step;
   while (hi - lo > 1) {
     const int mid = (lo + hi) / 2;
-    (account(s, c, mid * step).fits() ? lo : hi) = mid;
+    (fits(mid * step) ? lo : hi) = mid;
   }
   return lo * step;
 }

@@ -118,16 +118,18 @@ bool ranks_before(const Setup& s, const Option& a, const Option& b) {
   return order(a) < order(b);
 }
 
-// b dominates a: at least as good on everything the objective counts and on headroom, strictly better on one.
-bool dominates(const Setup& s, const Option& b, const Option& a, bool max_context) {
+Standing standing(const Setup& s, const Option& o, bool max_context) {
   const int t = max_context ? (1 << 30) : s.target_ctx;
-  const int ca = std::min(a.ctx_per_slot, t), cb = std::min(b.ctx_per_slot, t);
-  const double la = cautious_loss(a), lb = cautious_loss(b);
-  const Bytes ha = a.device_headroom(), hb = b.device_headroom();
+  return {std::min(o.ctx_per_slot, t), cautious_loss(o), o.device_headroom(), o.decode_tps, o.decode_relative,
+          static_cast<int>(o.quality.risk)};
+}
+
+// b dominates a: at least as good on everything the objective counts and on headroom, strictly better on one.
+bool dominates(const Standing& b, const Standing& a) {
   const bool known = a.decode_tps > 0 && b.decode_tps > 0;  // else what RAM costs stands in for the speed
   const double da = known ? a.decode_tps : a.decode_relative, db = known ? b.decode_tps : b.decode_relative;
-  const bool risk_ok = static_cast<int>(b.quality.risk) <= static_cast<int>(a.quality.risk);
-  return risk_ok && cb >= ca && lb <= la && hb >= ha && db >= da && (cb > ca || lb < la || hb > ha || db > da);
+  return b.risk <= a.risk && b.ctx >= a.ctx && b.loss <= a.loss && b.headroom >= a.headroom && db >= da &&
+         (b.ctx > a.ctx || b.loss < a.loss || b.headroom > a.headroom || db > da);
 }
 
 }  // namespace kvplan::detail

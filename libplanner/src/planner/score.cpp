@@ -50,7 +50,10 @@ void score(const Setup& s, const Candidate& c, Option& o) {
   in.ctx = o.ctx_per_slot;
   in.rotation = uses_rotation(s, c.k, c.v);
   in.task = s.task;
-  o.quality = priors::assess(s.catalog->prior, in);
+  const Setup::CellKey key{in.type_k, in.type_v, in.rotation};
+  auto it = s.cell_memo.find(key);
+  if (it == s.cell_memo.end()) it = s.cell_memo.emplace(key, priors::cell_evidence(s.catalog->prior, in)).first;
+  o.quality = priors::assess(s.catalog->prior, in, &it->second);
 }
 
 

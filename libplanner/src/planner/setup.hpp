@@ -12,6 +12,7 @@
 #include "engines/runtimes.hpp"
 #include "kvplan/memory.hpp"
 #include "kvplan/plan.hpp"
+#include "priors/prior.hpp"
 
 namespace kvplan::detail {
 
@@ -69,8 +70,18 @@ struct Setup {
 
   // compute_bytes depends on the shape and the cache types, not on the weight format: the ranker asks for the same
   // figure once per format, and on the CPU backend each is a reserve graph built and placed (docs/benchmarks.md).
-  using ComputeKey = std::tuple<const ModelSpec*, const BackendSpec*, std::array<int, 9>, std::string, std::string, bool, bool>;
+  using ComputeKey = std::tuple<const ModelSpec*, const BackendSpec*, std::array<int, 9>, const GgmlType*, const GgmlType*, bool, bool>;
   mutable std::map<ComputeKey, ComputeBytes> compute_memo;
+  // layer_caches of the main model and of the draft, worked out on first use (account() asks per candidate and context).
+  mutable std::map<const ModelSpec*, std::vector<LayerCache>> layers_memo;
+  const std::vector<LayerCache>& layers_of(const ModelSpec& m) const {
+    auto it = layers_memo.find(&m);
+    if (it == layers_memo.end()) it = layers_memo.emplace(&m, layer_caches(m, *engine)).first;
+    return it->second;
+  }
+  // What the measurements say of each (K, V, rotation) cell: the same for every weight format and context.
+  using CellKey = std::tuple<std::string, std::string, bool>;
+  mutable std::map<CellKey, priors::CellEvidence> cell_memo;
   // Weight bytes per (format, placement): the placement search asks for the same layers' split once per K/V pair.
   using WeightsKey = std::tuple<const WeightFormat*, int, int, bool>;
   mutable std::map<WeightsKey, WeightBytes> weights_memo;
@@ -78,9 +89,10 @@ struct Setup {
                        const BackendSpec& b, bool holds_output = true) const {
     const std::array<int, 9> dims{sh.n_ctx, sh.n_ctx_seq, sh.n_stream, sh.n_seq, sh.unified ? 1 : 0, sh.n_ubatch, sh.n_batch,
                                   sh.swa_cells, sh.n_outputs};
-    const ComputeKey key{&m, &b, dims, tk.name, tv.name, fa, holds_output};
+    const ComputeKey key{&m, &b, dims, &tk, &tv, fa, holds_output};  // types: the engine's own entries
     auto it = compute_memo.find(key);
-    if (it == compute_memo.end()) it = compute_memo.emplace(key, compute_bytes(m, *engine, sh, tk, tv, fa, b, holds_output)).first;
+    if (it == compute_memo.end())
+      it = compute_memo.emplace(key, compute_bytes(layers_of(m), m, *engine, sh, tk, tv, fa, b, holds_output)).first;
     return it->second;
   }
 };
@@ -135,7 +147,17 @@ std::string reason_for(const Setup& s, const Option& o);
 double cautious_loss(const Option& o);
 double objective(const Setup& s, const Option& o, bool max_context);
 bool ranks_before(const Setup& s, const Option& a, const Option& b);
-bool dominates(const Setup& s, const Option& b, const Option& a, bool max_context);
+// What dominance compares of an option (the context counted up to the target, the cautious loss, headroom, speed,
+// risk), worked out once per option: rank_options compares every pair.
+struct Standing {
+  int ctx = 0;
+  double loss = 0;
+  Bytes headroom = 0;
+  double decode_tps = 0, decode_relative = 0;
+  int risk = 0;
+};
+Standing standing(const Setup& s, const Option& o, bool max_context);
+bool dominates(const Standing& b, const Standing& a);
 
 // ---- explain.cpp: why the recommendation, with evidence ----
 std::vector<std::string> explain(const Setup& s, const Option& best, const std::vector<Option>& all);

@@ -7,6 +7,8 @@
 // defective codebook (turbo4 as measured) is an analog of itself only.
 #include <algorithm>
 #include <cmath>
+#include <utility>
+#include <vector>
 
 #include "priors/prior.hpp"
 
@@ -45,9 +47,8 @@ struct Cell {
   bool v_covered_by(const AnalogRow& a) const { return a.family == family && a.v_type == v.type; }
   // tier 0: the same codebooks on this family or on one without its own factor; 1: this family, any codebook of
   // the same bit class; 2: the same codebooks on any family (a family with its own factor is a proxy of last resort)
-  bool analog(const AnalogRow& a, int tier) const {
-    const TypeSensitivity* ak = find_type(p, a.k_type);
-    const TypeSensitivity* av = find_type(p, a.v_type);
+  // ak, av: the row's K and V types (find_type), looked up once per row
+  bool analog(const AnalogRow& a, const TypeSensitivity* ak, const TypeSensitivity* av, int tier) const {
     if (!ak || !av || a.loss < 0) return false;
     if (rotation_matters() && a.rot_k != rot_k) return false;
     const bool any_codebook = tier == 1;
@@ -75,11 +76,16 @@ EvidenceBounds evidence_bounds(const PriorParams& p, const QualityInput& in, boo
   out.extrapolated = true;
 
   // Each analog says how far off the prior was on its own cell (measured / predicted there).
+  std::vector<std::pair<const TypeSensitivity*, const TypeSensitivity*>> types;
+  types.reserve(p.analogs.size());
+  for (const auto& a : p.analogs) types.emplace_back(find_type(p, a.k_type), find_type(p, a.v_type));
   double lo = INFINITY, hi = 0;
   for (int pass = 0; pass < 2 && out.analogs.empty(); ++pass) {
-    for (const auto& a : p.analogs) {
+    for (size_t i = 0; i < p.analogs.size(); ++i) {
+      const AnalogRow& a = p.analogs[i];
+      const auto [ak, av] = types[i];
       if (a.predicted <= 0) continue;
-      if (!(pass == 0 ? cell.analog(a, 0) || cell.analog(a, 1) : cell.analog(a, 2))) continue;
+      if (!(pass == 0 ? cell.analog(a, ak, av, 0) || cell.analog(a, ak, av, 1) : cell.analog(a, ak, av, 2))) continue;
       const double ratio = a.loss / a.predicted;
       hi = std::max(hi, ratio);
       if (!a.upper) lo = std::min(lo, ratio);

@@ -178,13 +178,24 @@ Risk risk_band(const PriorParams& p, double loss) {
   return Risk::avoid;
 }
 
-Quality assess(const PriorParams& p, const QualityInput& in) {
+CellEvidence cell_evidence(const PriorParams& p, const QualityInput& in) {
+  const bool rot_k = p.type(in.type_k).always_rotated() || in.rotation;
+  CellEvidence out;
+  // The user's own rows cover their model; otherwise a cell no fitted row measures is bounded by its analogs.
+  if (!p.calibration(in.model->id)) out.bounds = evidence_bounds(p, in, rot_k);
+  out.nearest = nearest_measurement(p, in, rot_k);
+  return out;
+}
+
+Quality assess(const PriorParams& p, const QualityInput& in, const CellEvidence* cell) {
   const ModelSpec& m = *in.model;
   const double n_b = params_b(m);
   const TypeSensitivity& k = p.type(in.type_k);
   const TypeSensitivity& v = p.type(in.type_v);
   const ModelCalibration* cal = p.calibration(m.id);
   const bool rot_k = k.always_rotated() || in.rotation;
+  const CellEvidence own = cell ? CellEvidence{} : cell_evidence(p, in);
+  const CellEvidence& known = cell ? *cell : own;
   Quality q;
   q.task_factor = in.task->factor_at(in.ctx);
   q.kv_loss = kv_loss(p, in);
@@ -196,9 +207,8 @@ Quality assess(const PriorParams& p, const QualityInput& in) {
   const double lo = cal && cal->interval_low > 0 ? cal->interval_low : p.interval_low;
   const double hi = cal && cal->interval_high > 0 ? cal->interval_high : p.interval_high;
   constexpr double kWeightsSpread = 2;  // one reference model (LLaMA-3-8B) for every family
-  // The user's own rows cover their model; otherwise a cell no fitted row measures is bounded by its analogs.
   double kv_low = q.kv_loss * lo, kv_high = q.kv_loss * hi;
-  const EvidenceBounds bounds = cal ? EvidenceBounds{} : evidence_bounds(p, in, rot_k);
+  const EvidenceBounds& bounds = known.bounds;
   q.extrapolated = bounds.extrapolated;
   q.analogs = bounds.analogs;
   // The estimate itself stays the prior's, so that its orderings hold in every cell (more bits, rotation, K over V);
@@ -218,7 +228,7 @@ Quality assess(const PriorParams& p, const QualityInput& in) {
   // general findings that apply.
   if (cal)
     for (const auto& e : cal->evidence) q.evidence.push_back(e);
-  if (const MeasuredEvidence* e = nearest_measurement(p, in, rot_k))
+  if (const MeasuredEvidence* e = known.nearest)
     q.evidence.push_back("Closest measurement: " + e->text + " [" + e->source + "]");
   if (q.extrapolated) q.evidence.push_back(extrapolation_sentence(p, in, rot_k, bounds));
   auto cite = [&](const std::string& id) {

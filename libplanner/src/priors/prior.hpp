@@ -41,7 +41,17 @@ const TypeSensitivity* find_type(const PriorParams& prior, const std::string& na
 // types of at most 6 equivalent bits are told apart by rotation when measurements are matched to an option.
 inline bool rotation_matters(const TypeSensitivity& k) { return k.quantized() && k.k_bits <= 6; }
 
-Quality assess(const PriorParams& prior, const QualityInput& in);
+// What the measurements say of one (K, V, rotation) cell of a model: its evidence bounds (none under a user
+// calibration) and the closest measurement row. Neither depends on the context or the weights, so plan() works it
+// out once per cell instead of once per candidate and passes it to assess().
+struct CellEvidence {
+  EvidenceBounds bounds;
+  const MeasuredEvidence* nearest = nullptr;
+};
+CellEvidence cell_evidence(const PriorParams& prior, const QualityInput& in);
+
+// `cell`: cell_evidence(prior, in) when the caller has it (nullptr: worked out here).
+Quality assess(const PriorParams& prior, const QualityInput& in, const CellEvidence* cell = nullptr);
 Risk risk_band(const PriorParams& prior, double loss);
 
 // Pieces of the model, exposed for tests, calibration and docs.
