@@ -25,7 +25,7 @@ KVPLAN_IMAGE_FIELDS(Mla, x.kv_lora_rank, x.rope_dim, x.nope_dim, x.v_head_dim, x
 KVPLAN_IMAGE_FIELDS(Recurrent, x.kind, x.d_conv, x.d_inner, x.d_state, x.n_group, x.dt_rank, x.head_size, x.token_shift_count,
                     x.l_cache, x.attention_every, x.attention_offset, x.attention_layers, x.ffn_only_layers, x.parallel)
 KVPLAN_IMAGE_FIELDS(WeightTensor, x.name, x.type, x.ne0, x.nrows, x.on_host)
-KVPLAN_IMAGE_FIELDS(Moe, x.experts, x.experts_used, x.expert_ff, x.shared_ff, x.dense_lead)
+KVPLAN_IMAGE_FIELDS(Moe, x.experts, x.experts_used, x.expert_ff, x.shared_ff, x.dense_lead, x.layer_step)
 KVPLAN_IMAGE_FIELDS(ModelSpec::Remote, x.kind, x.id, x.llama_flag, x.llama_value, x.ollama_from)
 KVPLAN_IMAGE_FIELDS(ModelSpec, x.id, x.name, x.hf_id, x.arch, x.family, x.source, x.note, x.aliases, x.params, x.layers, x.embd,
                     x.heads, x.kv_heads, x.head_dim_k, x.head_dim_v, x.ff, x.vocab, x.tied_embeddings, x.qkv_bias, x.qk_norm,
@@ -42,7 +42,7 @@ KVPLAN_IMAGE_FIELDS(BackendSpec, x.id, x.name, x.alignment, x.matrix_row_padding
                     x.fa_head_pairs, x.context, x.pool, x.blas_workspace_mib, x.blas_workspace_mib_hopper, x.compute_rel_error,
                     x.source)
 KVPLAN_IMAGE_FIELDS(BuildRule, x.rule, x.value, x.source, x.from_build, x.until_build)
-KVPLAN_IMAGE_FIELDS(EngineSpec::ArchRule, x.swa_pattern, x.chunked, x.window_key, x.mla, x.recurrent, x.attention,
+KVPLAN_IMAGE_FIELDS(EngineSpec::ArchRule, x.swa_pattern, x.chunked, x.window_fixed, x.mla, x.recurrent, x.attention,
                     x.attention_interval, x.gated_query, x.graph, x.moe_gating, x.shared_expert_gate, x.outputs_after_norm,
                     x.rope_switch_key, x.residual_scale, x.nextn_skipped, x.tied_output_copy, x.kv_from_start,
                     x.per_layer_input, x.altup, x.mtp_skipped, x.family)
