@@ -18,7 +18,7 @@ namespace kvplan {
 
 // ---------- a model's quality for a task (docs/ranking.md §8) ----------
 struct TaskQuality {
-  double value = 0;               // on the task's common scale (the reference benchmark's units)
+  double value = 0;               // on the task's common scale (the reference benchmark's units; at least its floor, may pass its top)
   bool estimated = false;         // no published figure for this task: the fallback rule's estimate
   std::string basis;              // what it rests on: the figures used, or the fallback rule and the models it scales
   std::vector<std::string> benchmarks;  // the benchmark columns used ("livecodebench v5", "mmlu-pro")

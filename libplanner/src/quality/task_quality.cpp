@@ -140,7 +140,7 @@ QualityScale quality_scale(const Catalog& c, const std::string& task_id) {
   std::vector<double> xs, ys;
   for (const auto& [model, value] : composite(cells, linked)) {
     TaskQuality t;
-    t.value = std::clamp(value, q.scale_low, q.scale_high);
+    t.value = std::max(value, q.scale_low);
     for (const auto& cell : cells)
       if (cell.model == model && linked.count(cell.column)) t.benchmarks.push_back(cell.column);
     t.basis = "published: " + figure_list(cells, model);
@@ -151,6 +151,8 @@ QualityScale quality_scale(const Catalog& c, const std::string& task_id) {
   return q;
 }
 
+// Figures are kept at or above the reference's floor (the score multiplies them) but not capped at its top: an
+// equated figure above 100 orders models the reference cannot tell apart.
 // §8.3: the family's measured figures, each moved along the catalog-wide size slope to this model's size, averaged;
 // else the catalog-wide fit on size alone. Recency is not used: release dates are not in the catalog.
 TaskQuality task_quality(const QualityScale& q, const Catalog& c, const ModelSpec& m) {
@@ -172,11 +174,11 @@ TaskQuality task_quality(const QualityScale& q, const Catalog& c, const ModelSpe
     kin += (kin.empty() ? "" : ", ") + id;
   }
   if (!moved.empty()) {
-    t.value = std::clamp(mean(moved), q.scale_low, q.scale_high);
+    t.value = std::max(mean(moved), q.scale_low);
     t.basis = fmt::format("estimated: no published {} figure; the {} family's ({}) scaled to {:.1f}B effective parameters", q.task, m.family, kin,
                           effective_params(m) / 1e9);
   } else {
-    t.value = std::clamp(q.size_intercept + q.size_slope * size, q.scale_low, q.scale_high);
+    t.value = std::max(q.size_intercept + q.size_slope * size, q.scale_low);
     t.basis = fmt::format("estimated: no published {} figure and none for its family; the catalog-wide fit on size ({:.1f}B effective parameters)",
                           q.task, effective_params(m) / 1e9);
   }
