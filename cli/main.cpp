@@ -435,7 +435,7 @@ int run(int argc, char** argv) {
   req.backend = backend;
   detect_gpus_if_asked(catalog, req, gpus, free_auto);
   if (needs_cmd->parsed()) return run_needs(catalog, req, arch_engine, max_gpus, gpus, json);
-  if (model.empty() && !gpus.empty()) {
+  if (model.empty() && !gpus.empty() && !explain_cmd->parsed() && emit.empty()) {  // explain and --emit need a model
     kvplan::WhatFitsRequest q;
     q.base = req;
     q.top = app.get_option("--top")->count() ? top : 20;
