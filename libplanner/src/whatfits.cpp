@@ -117,6 +117,36 @@ bool passes_option_filters(const WhatFitsRequest& q, const FitRow& row) {
   return true;
 }
 
+// The most bytes the request's pools hold together, for a bound that skips models whose weights cannot fit at any
+// GGUF format (0: no bound: an unbounded pool, or an engine with formats of its own).
+Bytes room_for_weights(const Catalog& c, const WhatFitsRequest& q, const std::vector<Candidate>& todo) {
+  if (todo.empty()) return 0;
+  Request r = q.base;
+  r.model = todo.front().name;
+  r.model_spec = todo.front().spec;
+  const detail::Setup s = detail::resolve(c, r);
+  if (s.resolved.engine_id != "llama.cpp" && s.resolved.engine_id != "ollama") return 0;
+  Bytes room = 0;
+  for (const auto& p : s.pools) {
+    if (!p.bounded()) return 0;
+    room += p.capacity;
+  }
+  return room;
+}
+
+// The weights of a catalog model at the fewest bits per weight any offered GGUF format stores (its base type; the
+// recipes only raise tensors above it): a lower bound on what any plan holds.
+double least_weight_bytes(const Catalog& c, const ModelSpec& m) {
+  const EngineSpec& e = c.engine("llama.cpp");
+  double bits = 16;
+  for (const auto& f : c.weight_formats)
+    if (f.offered && !f.base_type.empty() && f.native_only.empty()) {
+      const GgmlType& t = e.type(f.base_type, "formats." + f.id + ".base");
+      bits = std::min(bits, 8.0 * t.bytes / t.block);
+    }
+  return static_cast<double>(m.params) * bits / 8;
+}
+
 }  // namespace
 
 bool fit_ranks_before(const FitRow& a, const FitRow& b) {
@@ -139,6 +169,7 @@ WhatFits what_fits(const Catalog& c, const WhatFitsRequest& q) {
     else ++out.filtered;
   }
   out.considered = static_cast<int>(todo.size());
+  const Bytes room = room_for_weights(c, q, todo);
   std::vector<std::optional<Plan>> plans(todo.size());
   std::vector<std::string> refused(todo.size());
   const bool named = !q.models.empty() || !q.model_specs.empty();
@@ -149,6 +180,10 @@ WhatFits what_fits(const Catalog& c, const WhatFitsRequest& q) {
     r.top = 1;
     r.suggest = false;
     if (q.min_ctx && *q.min_ctx > out.task->ctx_target && !r.ctx_size) r.ctx_size = *q.min_ctx;  // plan at the asked context
+    if (room > 0 && !todo[i].spec && todo[i].model && least_weight_bytes(c, *todo[i].model) > static_cast<double>(room)) {
+      refused[i] = "its weights exceed every pool together at any format";  // not planned: it cannot fit
+      return;
+    }
     try {
       plans[i] = plan(c, r);
     } catch (const InputError& e) {
