@@ -120,6 +120,20 @@ TEST_CASE("linear equating with scatter: the means and deviations over the commo
   CHECK(q.measured.at("qwen2.5-coder-32b-instruct").value == Approx(q32));
 }
 
+TEST_CASE("a measured figure is shrunk towards the size fit, as one column against its own") {
+  const Catalog c = fixture();
+  const QualityScale q = quality_scale(c, "coding");
+  for (const char* id : {"qwen2.5-coder-32b-instruct", "qwen3-8b"}) {
+    const ModelSpec& m = c.model(id);
+    const TaskQuality& own = q.measured.at(id);
+    const double n = own.benchmarks.size(), by_size = q.size_intercept + q.size_slope * std::log(effective_params(m) / 1e9);
+    INFO(id);
+    CHECK(n == (std::string(id) == "qwen3-8b" ? 1 : 2));
+    CHECK(task_quality(q, c, m).value == Approx(std::max((n * own.value + by_size) / (n + 1), q.scale_low)));
+    CHECK_FALSE(task_quality(q, c, m).estimated);
+  }
+}
+
 TEST_CASE("a lower-is-better benchmark is mirrored on its scale") {
   std::string s = std::string(kBenchmarks) + "scores:\n" + score("qwen2.5-coder-7b-instruct", "bench-err", 70);
   const Catalog c = with_quality("mirror", s);

@@ -41,7 +41,7 @@ struct QualityScale {
 };
 
 QualityScale quality_scale(const Catalog& c, const std::string& task_id);
-// The model's figure: measured, else estimated by the fallback rule (the family's figures scaled by size, else the
+// The model's figure: measured (its columns' mean, shrunk towards the size fit as one more column), else estimated by the fallback rule (the family's figures scaled by size, else the
 // catalog-wide fit on size), with `estimated` and the reason set.
 TaskQuality task_quality(const QualityScale& scale, const Catalog& c, const ModelSpec& m);
 // Parameters a token reads: the total for a dense model; for an MoE the shared part plus the routed experts used.

@@ -14,7 +14,8 @@
 namespace kvplan {
 namespace {
 
-constexpr int kMinOverlap = 3;  // models in common before a column is linked: fewer give no spread to equate on
+constexpr int kMinOverlap = 3;
+constexpr double kSizeWeight = 1;  // the size fit's weight in a measured figure, as one benchmark column  // models in common before a column is linked: fewer give no spread to equate on
 
 struct Cell {  // one model's figure on one column, oriented so that higher is better
   std::string model, column;
@@ -156,7 +157,17 @@ QualityScale quality_scale(const Catalog& c, const std::string& task_id) {
 // §8.3: the family's measured figures, each moved along the catalog-wide size slope to this model's size, averaged;
 // else the catalog-wide fit on size alone. Recency is not used: release dates are not in the catalog.
 TaskQuality task_quality(const QualityScale& q, const Catalog& c, const ModelSpec& m) {
-  if (auto it = q.measured.find(m.id); it != q.measured.end()) return it->second;
+  if (auto it = q.measured.find(m.id); it != q.measured.end()) {
+    // Shrinkage towards what models of its size score (§8.2): the size fit counts as one more column, so a model
+    // known from one benchmark is half its figure and half its size's, one known from four is four fifths its own.
+    TaskQuality t = it->second;
+    const double n = static_cast<double>(t.benchmarks.size());
+    const double by_size = q.size_intercept + q.size_slope * std::log(effective_params(m) / 1e9);
+    t.value = std::max((n * t.value + kSizeWeight * by_size) / (n + kSizeWeight), q.scale_low);
+    t.basis += fmt::format("; {:.1f} on the scale, shrunk towards the size fit's {:.1f} ({:g} column{} against 1)", it->second.value, by_size, n,
+                           n == 1 ? "" : "s");
+    return t;
+  }
   TaskQuality t;
   t.estimated = true;
   if (q.measured.empty()) {
