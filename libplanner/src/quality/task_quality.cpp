@@ -20,6 +20,7 @@ constexpr double kSizeWeight = 1;  // the size fit's weight in a measured figure
 struct Cell {  // one model's figure on one column, oriented so that higher is better
   std::string model, column;
   double value = 0;
+  std::string pooled;  // the column of the benchmark's variants pooled (same mode), for variants too rare to link
 };
 
 // A column is one test condition: the benchmark, its variant, and thinking mode apart from the rest (a reasoning
@@ -36,7 +37,8 @@ std::vector<Cell> task_cells(const Catalog& c, const std::string& task) {
     const auto b = std::find_if(c.benchmarks.begin(), c.benchmarks.end(), [&](const Benchmark& x) { return x.id == s.benchmark; });
     if (b == c.benchmarks.end() || std::find(b->tasks.begin(), b->tasks.end(), task) == b->tasks.end()) continue;
     const double v = b->higher_is_better ? s.value : b->scale_low + b->scale_high - s.value;
-    pick.emplace(std::make_pair(s.model, column_id(s)), Cell{s.model, column_id(s), v});
+    const std::string pooled = s.benchmark + " (variants pooled)" + (s.mode == "thinking" ? " (thinking)" : "");
+    pick.emplace(std::make_pair(s.model, column_id(s)), Cell{s.model, column_id(s), v, pooled});
   }
   std::vector<Cell> out;
   for (const auto& [key, cell] : pick) out.push_back(cell);
@@ -105,6 +107,21 @@ std::string figure_list(const std::vector<Cell>& cells, const std::string& model
   return out;
 }
 
+// The cells of columns left unlinked, pooled by benchmark and mode across their variants: one cell per model, the
+// mean of its unlinked variants (variant names are free text: "v3", "v3 leaderboard, FC", "0-shot").
+std::vector<Cell> pool_unlinked(const std::vector<Cell>& cells, const std::map<std::string, QualityScale::Column>& linked) {
+  std::map<std::pair<std::string, std::string>, std::pair<double, int>> sum;
+  for (const auto& cell : cells)
+    if (!linked.count(cell.column)) {
+      auto& s = sum[{cell.model, cell.pooled}];
+      s.first += cell.value;
+      ++s.second;
+    }
+  std::vector<Cell> out;
+  for (const auto& [key, s] : sum) out.push_back({key.first, key.second, s.first / s.second, key.second});
+  return out;
+}
+
 }  // namespace
 
 double active_params(const ModelSpec& m) {
@@ -134,15 +151,21 @@ QualityScale quality_scale(const Catalog& c, const std::string& task_id) {
   q.reference = *std::max_element(columns.begin(), columns.end(), [&](const std::string& a, const std::string& b) { return count[a] < count[b]; });
   std::map<std::string, QualityScale::Column> linked = {{q.reference, {q.reference, 1, 0, 0, true}}};
   while (link_next(cells, columns, linked)) {}
+  // second tier: variants too rare to link alone, pooled per benchmark (only these: a cell is never counted twice)
+  std::vector<Cell> all = cells;
+  std::set<std::string> pooled_columns;
+  for (const auto& cell : pool_unlinked(cells, linked)) all.push_back(cell), pooled_columns.insert(cell.column);
+  while (link_next(all, pooled_columns, linked)) {}
+  columns.insert(pooled_columns.begin(), pooled_columns.end());
   for (const auto& col : columns) q.columns.push_back(linked.count(col) ? linked[col] : QualityScale::Column{col, 1, 0, 0, false});
   const std::string ref_bench = q.reference.substr(0, q.reference.find(' '));
   for (const auto& b : c.benchmarks)
     if (b.id == ref_bench) q.scale_low = b.scale_low, q.scale_high = b.scale_high;
   std::vector<double> xs, ys;
-  for (const auto& [model, value] : composite(cells, linked)) {
+  for (const auto& [model, value] : composite(all, linked)) {
     TaskQuality t;
     t.value = std::max(value, q.scale_low);
-    for (const auto& cell : cells)
+    for (const auto& cell : all)
       if (cell.model == model && linked.count(cell.column)) t.benchmarks.push_back(cell.column);
     t.basis = "published: " + figure_list(cells, model);
     q.measured[model] = t;
