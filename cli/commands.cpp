@@ -1,5 +1,6 @@
 // Catalog listings: `kvplan models`, `kvplan gpus`.
 #include <algorithm>
+#include <cctype>
 #include <map>
 
 #include <fmt/format.h>
@@ -9,18 +10,39 @@
 
 namespace kvplan::cli {
 
-std::string render_models(const Catalog& c) {
-  size_t id_w = 2, arch_w = 4;
-  for (const auto& m : c.models) id_w = std::max(id_w, m.id.size()), arch_w = std::max(arch_w, m.arch.size());
-  std::string out = fmt::format("{:<{}} {:<{}} {:>9} {:>6} {:>4} {:>5} {:>8} {:>8}  {}\n", "id", id_w, "arch", arch_w, "params", "layers",
-                                "kv", "head", "native", "extended", "aliases");
+namespace {
+std::string lower(std::string s) {
+  for (auto& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return s;
+}
+// `kvplan models FILTER`: a case-insensitive substring of the id, name, family, arch or an alias; "moe" and "dense" too.
+bool matches(const ModelSpec& m, const std::string& filter) {
+  if (filter.empty()) return true;
+  const std::string f = lower(filter);
+  if (f == "moe" || f == "dense") return (f == "moe") == m.moe.has_value();
+  std::string hay = m.id + " " + m.name + " " + m.family + " " + m.arch + " " + m.hf_id;
+  for (const auto& a : m.aliases) hay += " " + a;
+  return lower(hay).find(f) != std::string::npos;
+}
+}  // namespace
+
+std::string render_models(const Catalog& c, const std::string& filter) {
+  size_t id_w = 2, arch_w = 4, fam_w = 6;
+  for (const auto& m : c.models)
+    if (matches(m, filter)) id_w = std::max(id_w, m.id.size()), arch_w = std::max(arch_w, m.arch.size()), fam_w = std::max(fam_w, m.family.size());
+  std::string out = fmt::format("{:<{}} {:<{}} {:<{}} {:>9} {:>5} {:>6} {:>4} {:>5} {:>8} {:>8}  {}\n", "id", id_w, "family", fam_w, "arch", arch_w,
+                                "params", "kind", "layers", "kv", "head", "native", "extended", "name / aliases");
+  int shown = 0;
   for (const auto& m : c.models) {
-    std::string aliases;
-    for (const auto& a : m.aliases) aliases += (aliases.empty() ? "" : ", ") + a;
-    out += fmt::format("{:<{}} {:<{}} {:>8.2f}B {:>6} {:>4} {:>5} {:>8} {:>8}  {}\n", m.id, id_w, m.arch, arch_w,
-                       static_cast<double>(m.params) / 1e9, m.layers, m.kv_heads, m.head_dim_k, m.ctx_native,
+    if (!matches(m, filter)) continue;
+    ++shown;
+    std::string aliases = m.name;
+    for (const auto& a : m.aliases) aliases += ", " + a;
+    out += fmt::format("{:<{}} {:<{}} {:<{}} {:>8.2f}B {:>5} {:>6} {:>4} {:>5} {:>8} {:>8}  {}\n", m.id, id_w, m.family, fam_w, m.arch, arch_w,
+                       static_cast<double>(m.params) / 1e9, m.moe ? "moe" : "dense", m.layers, m.kv_heads, m.head_dim_k, m.ctx_native,
                        m.ctx_extended ? std::to_string(m.ctx_extended) : "-", aliases);
   }
+  if (shown == 0) out += "(no catalog model matches '" + filter + "')\n";
   return out;
 }
 

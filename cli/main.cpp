@@ -105,6 +105,36 @@ void detect_gpus_if_asked(const kvplan::Catalog& catalog, kvplan::Request& req, 
   kvplan::cli::apply_detection(catalog, req, kvplan::cli::detect_gpus(kvplan::cli::detect_options_from_env()), gpu_auto, free_auto);
 }
 
+// --models a,b,c: catalog names as they are; files, folders and remote ids read here (the planner reads no network).
+void add_models(const std::string& list, const kvplan::Catalog& catalog, const std::string& engine, kvplan::WhatFitsRequest& q) {
+  std::string item;
+  for (char ch : list + ",") {
+    if (ch != ',') {
+      item += ch;
+      continue;
+    }
+    if (item.empty()) continue;
+    std::error_code ec;
+    if (kvplan::cli::looks_like_path(item) && !kvplan::cli::remote_shaped(item) && !std::filesystem::exists(item, ec))
+      throw InputError("--models", item, "no such file");
+    if (auto spec = kvplan::cli::read_model(item, catalog, engine)) q.model_specs.push_back(spec);
+    else q.models.push_back(item);
+    item.clear();
+  }
+  if (!list.empty() && q.models.empty() && q.model_specs.empty()) throw InputError("--models", list, "names no model (comma-separated names)");
+}
+
+// kvplan needs --model M --task T: the hardware the model needs (docs/ranking.md §10). Exit 0 found, 1 nothing suffices.
+int run_needs(const kvplan::Catalog& catalog, kvplan::Request req, const std::string& engine, int max_gpus,
+              const std::vector<std::string>& gpus, bool json) {
+  if (!gpus.empty()) throw InputError("--gpu", gpus.front(), "is what `kvplan needs` searches for; drop it (or plan that GPU without `needs`)");
+  if (req.model.empty()) throw InputError("--model", "", "`kvplan needs` needs a model (kvplan needs --model qwen2.5-coder-32b --task agentic)");
+  req.model_spec = kvplan::cli::read_model(req.model, catalog, engine);
+  const kvplan::NeedsResult n = kvplan::needs(catalog, req, max_gpus);
+  std::cout << (json ? kvplan::to_json(n) : kvplan::cli::render_needs(n));
+  return n.found() ? 0 : 1;
+}
+
 int run(int argc, char** argv) {
   std::vector<std::string> raw(argv + 1, argv + argc);
   std::vector<std::string> args;
@@ -212,7 +242,23 @@ int run(int argc, char** argv) {
   std::optional<double> ram_bandwidth;
   app.add_option("--ram-bandwidth", ram_bandwidth, "host memory bandwidth in GB/s for the speed estimate (default 60)");
 
-  auto* models_cmd = app.add_subcommand("models", "list the catalog's models");
+  // What fits (no --model): every catalog model, or --models, ranked for the GPU and task (docs/ranking.md §9).
+  std::string models_list, family, arch_kind, min_ctx_text;
+  std::optional<double> min_tps;
+  bool moe_only = false, dense_only = false;
+  app.add_option("--models", models_list, "without --model: rank these models (comma-separated catalog names, GGUF files, Hub ids) instead of the whole catalog");
+  app.add_option("--min-ctx", min_ctx_text, "without --model: only models whose plan reaches this context per conversation (32k, 65536)");
+  app.add_option("--min-tps", min_tps, "without --model: only models whose plan decodes at least this many tokens per second");
+  app.add_option("--family", family, "without --model: only this model family (see `kvplan models`)");
+  app.add_option("--arch-kind", arch_kind, "without --model: moe or dense");
+  app.add_flag("--moe", moe_only, "without --model: mixture-of-experts models only (--arch-kind moe)");
+  app.add_flag("--dense", dense_only, "without --model: dense models only (--arch-kind dense)");
+  auto* models_cmd = app.add_subcommand("models", "list the catalog's models (optionally those matching FILTER: id, name, family, arch, moe, dense)");
+  std::string models_filter;
+  models_cmd->add_option("filter", models_filter, "a substring of the id, name, family or architecture; or moe, dense");
+  auto* needs_cmd = app.add_subcommand("needs", "the smallest catalog GPU (and count, and Mac) on which --model meets --task: its target context, K at 8 bits or more, the speed floor");
+  int max_gpus = 8;
+  needs_cmd->add_option("--max-gpus", max_gpus, "the most GPUs of one kind to try (default 8)");
   auto* gpus_cmd = app.add_subcommand("gpus", "list the catalog's GPUs");
   auto* engines_cmd = app.add_subcommand("engines", "list the engines with the cache types and rules kvplan plans by");
   auto* inspect_cmd = app.add_subcommand("inspect", "print what kvplan reads from a GGUF file, config.json or model folder");
@@ -316,7 +362,7 @@ int run(int argc, char** argv) {
   const kvplan::Catalog& catalog = dirs.empty() ? kvplan::builtin_catalog() : with_overlays;
 
   if (models_cmd->parsed()) {
-    std::cout << kvplan::cli::render_models(catalog);
+    std::cout << kvplan::cli::render_models(catalog, models_filter);
     return 0;
   }
   if (gpus_cmd->parsed()) {
@@ -390,6 +436,25 @@ int run(int argc, char** argv) {
   req.yarn_orig_ctx = yarn_orig;
   req.backend = backend;
   detect_gpus_if_asked(catalog, req, gpus, free_auto);
+  if (needs_cmd->parsed()) return run_needs(catalog, req, arch_engine, max_gpus, gpus, json);
+  if (model.empty() && !gpus.empty() && !explain_cmd->parsed() && emit.empty()) {  // explain and --emit need a model
+    kvplan::WhatFitsRequest q;
+    q.base = req;
+    q.top = app.get_option("--top")->count() ? top : 20;
+    q.family = family;
+    if (moe_only && dense_only) throw InputError("--moe", "", "give --moe or --dense, not both");
+    q.arch_kind = moe_only ? "moe" : dense_only ? "dense" : arch_kind;
+    if (!arch_kind.empty() && (moe_only || dense_only) && arch_kind != q.arch_kind) throw InputError("--arch-kind", arch_kind, "disagrees with --moe/--dense");
+    if (!min_ctx_text.empty()) q.min_ctx = kvplan::parse_token_count(min_ctx_text, "--min-ctx");
+    q.min_tps = min_tps;
+    add_models(models_list, catalog, arch_engine, q);
+    const kvplan::WhatFits w = kvplan::what_fits(catalog, q);
+    std::cout << (json ? kvplan::to_json(w) : kvplan::cli::render_what_fits(w));
+    return w.rows.empty() ? 1 : 0;
+  }
+  if (!models_list.empty() || !family.empty() || !arch_kind.empty() || moe_only || dense_only || !min_ctx_text.empty() || min_tps)
+    throw InputError(!models_list.empty() ? "--models" : !family.empty() ? "--family" : !min_ctx_text.empty() ? "--min-ctx" : min_tps ? "--min-tps" : "--arch-kind",
+                     "", "ranks models without --model (kvplan --gpu G --task T); with --model, drop it");
   std::error_code ec;
   req.model_spec = kvplan::cli::read_model(req.model, catalog, arch_engine);
   if (!spec_type.empty() && model_draft.empty()) throw InputError("--spec-type", spec_type, "needs a draft model (--model-draft)");

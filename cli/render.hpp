@@ -3,12 +3,15 @@
 #include <string>
 
 #include "kvplan/plan.hpp"
+#include "kvplan/whatfits.hpp"
 
 namespace kvplan::cli {
 
 std::string render_plan(const Plan& plan);                 // the default table
 std::string render_explain(const Plan& plan, int rank);     // one option in full
-std::string render_models(const Catalog& catalog);
+std::string render_models(const Catalog& catalog, const std::string& filter = {});  // filter: a substring of id, name, family or arch
+std::string render_what_fits(const WhatFits& w);           // models ranked for a GPU and a task
+std::string render_needs(const NeedsResult& n);            // the hardware a model needs
 std::string render_gpus(const Catalog& catalog);
 std::string render_engines(const Catalog& catalog);         // `kvplan engines`
 std::string render_inspect(const ModelSpec& model);          // what was read from a model file

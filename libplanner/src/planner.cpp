@@ -284,6 +284,7 @@ Plan plan(const Catalog& catalog, const Request& request) {
 
   const std::vector<Candidate> candidates = enumerate(s);
   out.mode = mode_of(s.request);
+  out.target_ctx = s.target_ctx;
   // Targets and model limits are per conversation; -c counts every slot when the KV is not unified.
   const int slots = s.request.kv_unified || s.own_memory ? 1 : s.request.n_parallel;
   // In 64 bits, then capped at 2^30 tokens in all (llama.cpp's n_ctx is 32-bit; 256 slots x 10M tokens overflowed).

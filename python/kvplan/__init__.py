@@ -22,13 +22,15 @@ from ._plan import (  # noqa: E402
     Allocation, Memory, Option, Plan, Pool, PoolUsage, Quality, Resolved, SuggestedOption, Suggestion, breakdown,
     max_context, plan)
 from ._request import Options, PlanOptions  # noqa: E402
+from ._whatfits import Needs, WhatFits, needs, what_fits  # noqa: E402
 
 __version__: str = _core.__version__
-SCHEMA_VERSION: int = _core.SCHEMA_VERSION  # the "schema_version" of to_json() (schema/plan.schema.json)
+SCHEMA_VERSION: int = _core.SCHEMA_VERSION
+WHAT_FITS_SCHEMA_VERSION: int = _core.WHAT_FITS_SCHEMA_VERSION  # schema/what_fits.schema.json  # the "schema_version" of to_json() (schema/plan.schema.json)
 
 __all__ = [
     "Allocation", "Engine", "Gpu", "InputError", "Memory", "Mla", "Model", "Moe", "Option", "Options", "Plan",
     "PlanOptions", "Pool", "PoolUsage", "Quality", "Recurrent", "Resolved", "RopeScaling", "SCHEMA_VERSION",
-    "SlidingWindow", "SuggestedOption", "Suggestion", "Task", "WeightFormat", "breakdown", "cache_types", "engine", "engines", "gpu", "gpus", "max_context",
-    "model", "models", "plan", "read_model", "tasks", "weight_formats",
+    "SlidingWindow", "SuggestedOption", "WHAT_FITS_SCHEMA_VERSION", "Suggestion", "Task", "WeightFormat", "breakdown", "cache_types", "engine", "engines", "gpu", "gpus", "max_context",
+    "model", "models", "Needs", "needs", "plan", "read_model", "tasks", "weight_formats", "WhatFits", "what_fits",
 ]

@@ -1,4 +1,5 @@
-"""Plots of plans (matplotlib, optional): memory against context, and the risk of the ranked options.
+"""Plots of plans (matplotlib, optional): memory against context, the risk of the ranked options, and the quality
+against speed of the models that fit (quality_vs_speed).
 
 Every number plotted comes from the library (kvplan.breakdown, kvplan.max_context, kvplan.plan); this module
 only converts bytes to GiB for the axes and draws. Each function returns the matplotlib Figure; pass `ax` to
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
     from ._request import PathLike
+    from ._whatfits import WhatFits
 
 GiB = 1 << 30
 DEFAULT_PAIRS = (("f16", "f16"), ("q8_0", "q8_0"), ("q4_0", "q4_0"))
@@ -244,4 +246,29 @@ def risk_frontier(p: Plan, *, ax: Axes | None = None) -> Figure:
     _label_points(ax, [(o.ctx_per_slot, max(o.quality.expected_loss * 100, 1e-3),
                         f"#{o.rank} {o.weights} {o.cache_type_k}/{o.cache_type_v}" + ("" if o.fits else " (no fit)"))
                        for o in p.options])
+    return fig
+
+
+def quality_vs_speed(w: WhatFits, *, ax: Axes | None = None) -> Figure:
+    """The fitting models of kvplan.what_fits(): task quality (its common scale) against decode speed, one point per
+    model, colored by the plan's risk; hollow points are estimated qualities, the dashed line is the task's speed floor."""
+    from ._whatfits import WhatFits as _WhatFits
+    if not isinstance(w, _WhatFits):
+        fail("w", shown(w), "must be a kvplan.WhatFits (from kvplan.what_fits)")
+    fig, ax = _axes(ax, (8, 5))
+    points: list[tuple[float, float, str]] = []
+    for r in w.records:
+        tps = r["decode_tokens_per_s"]
+        if not tps:
+            continue  # speed unknown (a bare size): nothing to place on this axis
+        color = RISK_COLORS.get(r["risk"], "#888888")
+        ax.scatter([tps], [r["quality"]], s=20 + r["params"] / 1e9, facecolors="none" if r["quality_estimated"] else color,
+                   edgecolors=color)
+        points.append((tps, r["quality"], f"{r['model']} {r['weights']}"))
+    ax.set_xscale("log")
+    ax.axvline(w.data["task"]["decode_floor_tps"], linestyle="--", color="#888888", linewidth=1)
+    _label_points(ax, points)
+    ax.set_xlabel("decode tokens/s at the planned context (log scale)")
+    ax.set_ylabel(f"{w.data['task']['id']} quality ({w.data['task']['quality_reference']} scale)")
+    ax.set_title(f"What fits on {' + '.join(w.data['request']['gpu'])} for {w.data['task']['id']}")
     return fig

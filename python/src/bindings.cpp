@@ -486,7 +486,28 @@ PYBIND11_MODULE(_core, m) {
         },
         py::arg("extra_dirs"));
   m.def("plan", &plan, py::arg("catalog"), py::arg("request"), py::keep_alive<0, 1>(), py::call_guard<py::gil_scoped_release>());
-  m.def("to_json", &to_json, py::arg("plan"), py::arg("indent") = 2);
+  m.def("to_json", py::overload_cast<const Plan&, int>(&to_json), py::arg("plan"), py::arg("indent") = 2);
+  // What fits and needs (docs/ranking.md §9, §10) as their JSON contract (schema/what_fits.schema.json).
+  m.def("what_fits_json",
+        [](const Catalog& catalog, const Request& base, const std::vector<std::string>& models, std::optional<int> min_ctx,
+           std::optional<double> min_tps, const std::string& family, const std::string& arch_kind, int top) {
+          WhatFitsRequest q;
+          q.base = base;
+          q.models = models;
+          if (base.model_spec) q.model_specs.push_back(base.model_spec);
+          q.base.model_spec = nullptr;
+          q.min_ctx = min_ctx;
+          q.min_tps = min_tps;
+          q.family = family;
+          q.arch_kind = arch_kind;
+          q.top = top;
+          return to_json(what_fits(catalog, q));
+        },
+        py::arg("catalog"), py::arg("request"), py::arg("models"), py::arg("min_ctx"), py::arg("min_tps"), py::arg("family"),
+        py::arg("arch_kind"), py::arg("top"), py::call_guard<py::gil_scoped_release>());
+  m.def("needs_json", [](const Catalog& catalog, const Request& base, int max_count) { return to_json(needs(catalog, base, max_count)); },
+        py::arg("catalog"), py::arg("request"), py::arg("max_count") = 8, py::call_guard<py::gil_scoped_release>());
+  m.attr("WHAT_FITS_SCHEMA_VERSION") = kWhatFitsSchemaVersion;
   m.def("request_args", &request_args, py::arg("request"));
   m.def("load_model_file",
         [](const std::string& path, const Catalog& catalog, const std::string& engine, const std::string& field) {

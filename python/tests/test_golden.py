@@ -23,7 +23,8 @@ EXPECTED = REPO / "tests" / "golden" / "expected"
 CLI_ONLY = {"explain", "explain_rank2", "models", "gpus", "help", "version", "data_override_gpus",
             "err_unmodelled_flag", "err_unknown_flag", "engines_list", "emit_llama_server",
             "emit_llama_cli", "emit_ollama_modelfile", "emit_tabby_config", "err_emit_unknown", "emit_nothing_fits",
-            "err_spec_type_alone", "err_unknown_flag_json", "err_not_a_number_json", "err_not_expected_json"}
+            "err_spec_type_alone", "err_unknown_flag_json", "err_not_a_number_json", "err_not_expected_json",
+            "err_missing_model"}  # --gpu without --model ranks every model (what fits); explain needs one
 INSPECT_CASES = [c for c in golden_cases() if c.args[:1] == ["inspect"]]
 
 

@@ -478,6 +478,19 @@ struct PriorParams {
   const ModelCalibration* calibration(const std::string& model_id) const;
 };
 
+// ---------- published benchmark figures (data/quality/, docs/ranking.md §8) ----------
+struct Benchmark {
+  std::string id, name, metric, source;
+  std::vector<std::string> tasks;  // kvplan task ids it informs
+  double scale_low = 0, scale_high = 100;
+  bool higher_is_better = true;
+};
+struct BenchmarkScore {  // one published figure of one catalog model
+  std::string model, benchmark, variant, mode, source, date, note;  // variant/mode/note: "" when null
+  double value = 0;
+  std::string file;  // data file:line it came from (for error messages)
+};
+
 // ---------- the catalog ----------
 struct Catalog {
   // Every catalog type compares field by field: the build checks that the embedded image (catalog/image.cpp)
@@ -490,6 +503,8 @@ struct Catalog {
   std::vector<TaskProfile> tasks;
   std::vector<RuntimeProfile> runtimes;  // engines other than llama.cpp
   PriorParams prior;
+  std::vector<Benchmark> benchmarks;   // data/quality/*.yaml `benchmarks:`
+  std::vector<BenchmarkScore> scores;  // data/quality/*.yaml `scores:`
 
   // Lookups by id, alias or display name (case- and punctuation-insensitive). Throw InputError
   // with a "did you mean" suggestion naming `field`.

@@ -7,3 +7,4 @@
 #include "kvplan/plan.hpp"
 #include "kvplan/priors.hpp"
 #include "kvplan/units.hpp"
+#include "kvplan/whatfits.hpp"

@@ -232,6 +232,7 @@ struct Plan {
   std::vector<Pool> pools;
   std::vector<Option> options;        // ranked, best first
   std::string mode;                   // "rank" | "max_context" | "best_types" | "single"
+  int target_ctx = 0;                 // the task's target per conversation, capped by the model's allowed window
   std::vector<std::string> warnings;
   std::string nothing_fits;           // why, and what would fit instead (empty when options fit)
   std::vector<std::string> explanation;  // why the recommendation, with evidence

@@ -19,6 +19,7 @@
 #include "kvplan/error.hpp"
 #include "input_file.hpp"
 #include "model_files/validate.hpp"
+#include "catalog/quality_data.hpp"
 
 namespace kvplan {
 namespace {
@@ -34,6 +35,7 @@ struct Entry {
 struct Sources {
   std::map<std::string, std::vector<Entry>> collections;  // "models" -> entries in first-seen order
   std::map<std::string, std::pair<YAML::Node, std::string>> quant_fallback;
+  std::vector<std::pair<YAML::Node, std::string>> benchmarks, scores;  // data/quality/: (entry, file), read by quality.cpp
 };
 
 std::string where(const std::string& file, const YAML::Node& node) {
@@ -87,11 +89,14 @@ void add_document_body(Sources& sources, const std::string& text, const std::str
     } else if (name == "quant_fallback") {
       if (!value.IsMap()) throw InputError(where(file, value), name, "must be a mapping of type -> type");
       for (const auto& f : value) sources.quant_fallback[f.first.as<std::string>()] = {f.second, file};
+    } else if (name == "benchmarks" || name == "scores") {
+      if (!value.IsSequence()) throw InputError(where(file, value), name, "must be a list");
+      for (const auto& item : value) (name == "scores" ? sources.scores : sources.benchmarks).emplace_back(item, file);
     } else if (name == "source" || name == "note") {
       // file-level provenance, documentation only
     } else {
       throw InputError(where(file, kv.first), name, "unknown top-level key",
-                       {"models", "gpus", "engine", "runtime", "formats", "tasks", "prior", "quant_fallback", "source"});
+                       {"models", "gpus", "engine", "runtime", "formats", "tasks", "prior", "quant_fallback", "benchmarks", "scores", "source"});
     }
   }
 }
@@ -880,6 +885,8 @@ Catalog parse_catalog(const std::vector<std::string>& extra_dirs) {
           throw InputError("data/engines/" + rt.id + ".yaml", *p, "cache type '" + t.id + "' names no prior type");
   }
   check_unique_names(c);
+  c.benchmarks = detail::read_benchmarks(sources.benchmarks, c);
+  c.scores = detail::read_scores(sources.scores, c);
   return c;
 }
 }  // namespace detail

@@ -75,9 +75,14 @@ double cautious_loss(const Option& o) {
   return h > e ? std::sqrt(e * h) : e;
 }
 
+double context_term(int ctx_per_slot, int target) {
+  const double ctx = std::max(1, ctx_per_slot);
+  return kWeightContext * std::log(std::min(ctx, static_cast<double>(target)) / target);
+}
+
 double objective(const Setup& s, const Option& o, bool max_context) {
   const double ctx = std::max(1, o.ctx_per_slot);
-  double score = max_context ? std::log(ctx) : kWeightContext * std::log(std::min(ctx, static_cast<double>(s.target_ctx)) / s.target_ctx);
+  double score = max_context ? std::log(ctx) : context_term(o.ctx_per_slot, s.target_ctx);
   score -= std::log1p(cautious_loss(o));
   const double floor = s.task->decode_floor_tps;
   if (o.decode_tps > 0 && floor > 0) {

@@ -146,6 +146,8 @@ void score(const Setup& s, const Candidate& c, Option& o);
 std::string reason_for(const Setup& s, const Option& o);
 double cautious_loss(const Option& o);
 double objective(const Setup& s, const Option& o, bool max_context);
+// The objective's context term: what a context short of `target` costs (0 at or beyond it).
+double context_term(int ctx_per_slot, int target);
 bool ranks_before(const Setup& s, const Option& a, const Option& b);
 // What dominance compares of an option (the context counted up to the target, the cautious loss, headroom, speed,
 // risk), worked out once per option: rank_options compares every pair.
