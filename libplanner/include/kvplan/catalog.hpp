@@ -480,12 +480,14 @@ struct PriorParams {
 
 // ---------- published benchmark figures (data/quality/, docs/ranking.md §8) ----------
 struct Benchmark {
+  bool operator==(const Benchmark&) const = default;
   std::string id, name, metric, source;
   std::vector<std::string> tasks;  // kvplan task ids it informs
   double scale_low = 0, scale_high = 100;
   bool higher_is_better = true;
 };
 struct BenchmarkScore {  // one published figure of one catalog model
+  bool operator==(const BenchmarkScore&) const = default;
   std::string model, benchmark, variant, mode, source, date, note;  // variant/mode/note: "" when null
   double value = 0;
   std::string file;  // data file:line it came from (for error messages)

@@ -79,7 +79,10 @@ KVPLAN_IMAGE_FIELDS(PriorParams, x.model_version, x.bits_ref, x.size_ref_b, x.si
                     x.size_exponent_k, x.size_exponent_v, x.size_exponent_norot, x.size_knee_b, x.ctx_floor, x.alpha_k,
                     x.alpha_k_size, x.alpha_v, x.interval_low, x.interval_high, x.types, x.families, x.measured, x.analogs,
                     x.evidence, x.calibrations, x.source)
-KVPLAN_IMAGE_FIELDS(Catalog, x.models, x.gpus, x.engines, x.weight_formats, x.tasks, x.runtimes, x.prior)
+KVPLAN_IMAGE_FIELDS(Benchmark, x.id, x.name, x.metric, x.source, x.tasks, x.scale_low, x.scale_high, x.higher_is_better)
+KVPLAN_IMAGE_FIELDS(BenchmarkScore, x.model, x.benchmark, x.variant, x.mode, x.source, x.date, x.note, x.value, x.file)
+KVPLAN_IMAGE_FIELDS(Catalog, x.models, x.gpus, x.engines, x.weight_formats, x.tasks, x.runtimes, x.prior, x.benchmarks,
+                    x.scores)
 #undef KVPLAN_IMAGE_FIELDS
 
 template <class T> struct is_vector : std::false_type {};
