@@ -19,6 +19,7 @@
 #include "model_source.hpp"
 #include "kvplan/kvplan.hpp"
 #include "render.hpp"
+#include "run.hpp"
 
 namespace {
 
@@ -48,9 +49,9 @@ std::string error_json(const InputError& e, const std::string& message) {
 
 // Bad input, exit 2: the message on stderr and, under --json, the error object on stdout (its message: the
 // first line of stderr's, after "kvplan: ").
-int bad_input(const InputError& e, bool json, const std::string& message) {
-  std::cerr << "kvplan: " << message << "\n";
-  if (json) std::cout << error_json(e, message.substr(0, message.find('\n')));
+int bad_input(const InputError& e, bool json, const std::string& message, std::ostream& out, std::ostream& err) {
+  err << "kvplan: " << message << "\n";
+  if (json) out << error_json(e, message.substr(0, message.find('\n')));
   return 2;
 }
 
@@ -105,8 +106,7 @@ void detect_gpus_if_asked(const kvplan::Catalog& catalog, kvplan::Request& req, 
   kvplan::cli::apply_detection(catalog, req, kvplan::cli::detect_gpus(kvplan::cli::detect_options_from_env()), gpu_auto, free_auto);
 }
 
-int run(int argc, char** argv) {
-  std::vector<std::string> raw(argv + 1, argv + argc);
+int run(std::vector<std::string> raw, std::ostream& out, std::ostream& err) {
   std::vector<std::string> args;
 
   CLI::App app{"kvplan: which weights, context and K/V cache types fit your GPU, and what they cost in quality", "kvplan"};
@@ -245,17 +245,17 @@ int run(int argc, char** argv) {
   try {
     app.parse(reversed);
   } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
+    return app.exit(e, out, err);
   } catch (const CLI::CallForVersion& e) {
-    return app.exit(e);
+    return app.exit(e, out, err);
   } catch (const CLI::ExtrasError&) {
     // CLI11 2.1 prints the leftovers last first; say them in the order they were typed
     std::string rest;
     for (const auto& a : app.remaining()) rest += (rest.empty() ? "" : " ") + (a.empty() ? std::string("''") : a);
     return bad_input(InputError("arguments", rest, "not expected (kvplan takes flags with values, e.g. --gpu 24GB --model qwen3-8b)"),
-                     json_asked(raw), "not expected: " + rest + "\n(kvplan takes flags with values, e.g. --gpu 24GB --model qwen3-8b; run kvplan --help)");
+                     json_asked(raw), "not expected: " + rest + "\n(kvplan takes flags with values, e.g. --gpu 24GB --model qwen3-8b; run kvplan --help)", out, err);
   } catch (const CLI::ParseError& e) {
-    return bad_input(InputError(flag_named(e.what()), "", e.what()), json_asked(raw), std::string(e.what()) + "\n(run kvplan --help for the flags)");
+    return bad_input(InputError(flag_named(e.what()), "", e.what()), json_asked(raw), std::string(e.what()) + "\n(run kvplan --help for the flags)", out, err);
   }
   // A value that names a file must name one that exists (a catalog name never looks like a path).
   for (const auto& [flag, value] : {std::pair<std::string, const std::string*>{"--model", &model}, {"--model-draft", &model_draft},
@@ -314,15 +314,15 @@ int run(int argc, char** argv) {
   const kvplan::Catalog catalog = dirs.empty() ? kvplan::builtin_catalog() : kvplan::load_catalog(dirs);
 
   if (models_cmd->parsed()) {
-    std::cout << kvplan::cli::render_models(catalog);
+    out << (json ? kvplan::cli::models_json(catalog) : kvplan::cli::render_models(catalog));
     return 0;
   }
   if (gpus_cmd->parsed()) {
-    std::cout << kvplan::cli::render_gpus(catalog);
+    out << (json ? kvplan::cli::gpus_json(catalog) : kvplan::cli::render_gpus(catalog));
     return 0;
   }
   if (engines_cmd->parsed()) {
-    std::cout << kvplan::cli::render_engines(catalog);
+    out << (json ? kvplan::cli::engines_json(catalog) : kvplan::cli::render_engines(catalog));
     return 0;
   }
   // Model files are read with llama.cpp's architecture table whatever the engine (an unknown engine fails here).
@@ -330,7 +330,7 @@ int run(int argc, char** argv) {
   if (inspect_cmd->parsed()) {
     auto spec = kvplan::cli::read_model(inspect_path, catalog, arch_engine);
     if (!spec) spec = kvplan::load_model_file(inspect_path, catalog, arch_engine);  // says what is wrong
-    std::cout << (json ? kvplan::model_to_json(*spec) : kvplan::cli::render_inspect(*spec));
+    out << (json ? kvplan::model_to_json(*spec) : kvplan::cli::render_inspect(*spec));
     return 0;
   }
 
@@ -416,13 +416,13 @@ int run(int argc, char** argv) {
   if (!emit.empty()) {
     // For scripts: the recommended option's line alone (exit 1 with the reason when nothing fits or is acceptable).
     if (!plan.recommended()) {
-      std::cerr << "kvplan: " << (plan.fits() ? "nothing acceptable: " + plan.nothing_acceptable : "nothing fits: " + plan.nothing_fits) << "\n";
+      err << "kvplan: " << (plan.fits() ? "nothing acceptable: " + plan.nothing_acceptable : "nothing fits: " + plan.nothing_fits) << "\n";
       return 1;
     }
     std::vector<std::string> names;
     for (const auto& l : plan.recommended()->launches) {
       if (l.name == emit) {
-        std::cout << l.text << "\n";
+        out << l.text << "\n";
         return 0;
       }
       names.push_back(l.name);
@@ -431,21 +431,25 @@ int run(int argc, char** argv) {
     if (plan.resolved.engine_id == "llama.cpp" && plan.resolved.program == "llama-server") names.push_back("llama-cli");
     throw InputError("--emit", emit, "is not a launch line of " + plan.resolved.engine, names, kvplan::closest_match(emit, names));
   }
-  if (json) std::cout << kvplan::to_json(plan);
-  else if (explain_cmd->parsed()) std::cout << kvplan::cli::render_explain(plan, explain_rank);
-  else std::cout << kvplan::cli::render_plan(plan);
+  if (json) out << kvplan::to_json(plan);
+  else if (explain_cmd->parsed()) out << kvplan::cli::render_explain(plan, explain_rank);
+  else out << kvplan::cli::render_plan(plan);
   return plan.recommended() ? 0 : 1;
 }
 
 }  // namespace
 
-int main(int argc, char** argv) {
+namespace kvplan::cli {
+
+int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   try {
-    return run(argc, argv);
+    return run(args, out, err);
   } catch (const InputError& e) {
-    return bad_input(e, json_asked({argv + 1, argv + argc}), e.what());
+    return bad_input(e, json_asked(args), e.what(), out, err);
   } catch (const std::exception& e) {
-    std::cerr << "kvplan: internal error: " << e.what() << "\n";
+    err << "kvplan: internal error: " << e.what() << "\n";
     return 3;
   }
 }
+
+}  // namespace kvplan::cli
