@@ -218,6 +218,9 @@ int run(std::vector<std::string> raw, std::ostream& out, std::ostream& err) {
   auto* inspect_cmd = app.add_subcommand("inspect", "print what kvplan reads from a GGUF file, config.json or model folder");
   std::string inspect_path;
   inspect_cmd->add_option("file", inspect_path, "GGUF file, config.json or folder")->required();
+  // Run by cli/kvplan_main.cpp before this parser (the Python package's servers); named here for --help.
+  auto* serve_cmd = app.add_subcommand("serve", "a web page and JSON API on http://127.0.0.1:8765/ (--host, --port, --allow-remote; docs/serve.md)");
+  auto* mcp_cmd = app.add_subcommand("mcp", "an MCP server on stdio for agents: plan, explain, what_fits, list_models, list_gpus (docs/serve.md)");
   auto* explain_cmd = app.add_subcommand("explain", "one option's breakdown, risk and evidence in full");
   int explain_rank = 1;
   explain_cmd->add_option("--rank", explain_rank, "which ranked option (default 1, the recommendation)");
@@ -313,6 +316,9 @@ int run(std::vector<std::string> raw, std::ostream& out, std::ostream& err) {
   dirs.insert(dirs.end(), data_dirs.begin(), data_dirs.end());
   const kvplan::Catalog catalog = dirs.empty() ? kvplan::builtin_catalog() : kvplan::load_catalog(dirs);
 
+  for (const auto* server : {serve_cmd, mcp_cmd})
+    if (server->parsed())
+      throw InputError(server->get_name(), "", "runs from the kvplan program or `python -m kvplan " + server->get_name() + "`");
   if (models_cmd->parsed()) {
     out << (json ? kvplan::cli::models_json(catalog) : kvplan::cli::render_models(catalog));
     return 0;

@@ -17,13 +17,13 @@ from pydantic import Field
 from ._cli import arguments, error_json, run
 from ._errors import InputError
 
-Gpus = Annotated[list[str], Field(description="GPU names or sizes as `kvplan --gpu` takes them, one per GPU: "
+_Gpus = Annotated[list[str], Field(description="GPU names or sizes as `kvplan --gpu` takes them, one per GPU: "
                                   "rtx4090, \"RTX 3090\", h100-sxm, m4max-128gb, 24GB; [\"auto\"] for this machine's")]
-Model = Annotated[str, Field(description="catalog id or alias (qwen3-32b), Hugging Face repo (Qwen/Qwen3-32B-GGUF:Q4_K_M), "
+_Model = Annotated[str, Field(description="catalog id or alias (qwen3-32b), Hugging Face repo (Qwen/Qwen3-32B-GGUF:Q4_K_M), "
                                          "Ollama tag (qwen3:30b), or a GGUF / config.json path on this machine")]
-Task = Annotated[str, Field(description="general, agentic, coding, rag, chat, summarization, creative or reasoning")]
-Engine = Annotated[str, Field(description="llama.cpp (default), ollama, vllm, sglang, exllamav2, exllamav3, mlx")]
-Options = Annotated[dict[str, str] | None, Field(
+_Task = Annotated[str, Field(description="general, agentic, coding, rag, chat, summarization, creative or reasoning")]
+_Engine = Annotated[str, Field(description="llama.cpp (default), ollama, vllm, sglang, exllamav2, exllamav3, mlx")]
+_Options = Annotated[dict[str, str] | None, Field(
     description="any other `kvplan` flag by its name without dashes, e.g. {\"ctx-size\": \"32k\", \"cache-type-k\": "
                 "\"q8_0\", \"parallel\": \"4\", \"free\": \"20GB\", \"max-ctx\": \"\"} (an empty value: a switch)")]
 
@@ -53,34 +53,34 @@ def create_server() -> MCPServer[Any]:
         "the JSON of `kvplan --json` (schema/plan.schema.json)."))
 
     @server.tool(structured_output=False)
-    def plan(gpu: Gpus, model: Model, task: Task = "general", engine: Engine = "llama.cpp", options: Options = None,
+    def plan(gpu: _Gpus, model: _Model, task: _Task = "general", engine: _Engine = "llama.cpp", options: _Options = None,
              ) -> CallToolResult:
         """Ranked (weights, context, K type, V type) options that fit the GPU(s) for the task, the recommended one's
         launch line, the memory breakdown and the evidence: `kvplan --gpu ... --model ... --task ... --json`."""
         return _answer("plan", _params(gpu, {"model": model, "task": task, "engine": engine}, options))
 
     @server.tool(structured_output=False)
-    def explain(gpu: Gpus, model: Model, task: Task = "general", engine: Engine = "llama.cpp",
+    def explain(gpu: _Gpus, model: _Model, task: _Task = "general", engine: _Engine = "llama.cpp",
                 rank: Annotated[int, Field(ge=1, description="which ranked option (1: the recommended)")] = 1,
-                options: Options = None) -> CallToolResult:
+                options: _Options = None) -> CallToolResult:
         """One ranked option in full (every buffer, the quality model's terms, the evidence):
         `kvplan explain --rank N ... --json`."""
         return _answer("explain", _params(gpu, {"model": model, "task": task, "engine": engine, "rank": rank}, options))
 
     @server.tool(structured_output=False)
-    def what_fits(gpu: Gpus, task: Task = "general", engine: Engine = "llama.cpp", options: Options = None,
+    def what_fits(gpu: _Gpus, task: _Task = "general", engine: _Engine = "llama.cpp", options: _Options = None,
                   ) -> CallToolResult:
         """The catalog's models ranked for the GPU(s) and task, each with its recommended plan:
         `kvplan --gpu ... --task ... --json` without --model."""
         return _answer("what-fits", _params(gpu, {"task": task, "engine": engine}, options))
 
     @server.tool(structured_output=False)
-    def list_models(options: Options = None) -> CallToolResult:
+    def list_models(options: _Options = None) -> CallToolResult:
         """The catalog's models (id, architecture, size, context, aliases): `kvplan models --json`."""
         return _answer("models", _params(None, {}, options))
 
     @server.tool(structured_output=False)
-    def list_gpus(options: Options = None) -> CallToolResult:
+    def list_gpus(options: _Options = None) -> CallToolResult:
         """The catalog's GPUs (id, name, backend, memory, bandwidth, aliases): `kvplan gpus --json`."""
         return _answer("gpus", _params(None, {}, options))
 

@@ -38,10 +38,10 @@ ASSETS = {"index.html": "text/html; charset=utf-8", "app.js": "text/javascript; 
 PAGE_HEADERS = {"Content-Security-Policy": "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'",
                 "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer"}
 
-Scope = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
-Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
-Asgi = Callable[[Scope, Receive, Send], Awaitable[None]]
+_Scope = MutableMapping[str, Any]
+_Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+_Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+_Asgi = Callable[[_Scope, _Receive, _Send], Awaitable[None]]
 
 
 def is_loopback(host: str) -> bool:
@@ -81,7 +81,7 @@ def status_of(answer: Answer) -> int:
     return {0: 200, 1: 200, 2: 400}.get(answer.code, 500)
 
 
-def create_app(bound: str = "127.0.0.1", allowed_hosts: Sequence[str] = (), files_allowed: bool | None = None) -> Asgi:
+def create_app(bound: str = "127.0.0.1", allowed_hosts: Sequence[str] = (), files_allowed: bool | None = None) -> _Asgi:
     """The ASGI application. files_allowed defaults to whether `bound` is a loopback address."""
     from starlette.applications import Starlette
     from starlette.concurrency import run_in_threadpool
@@ -125,7 +125,7 @@ def create_app(bound: str = "127.0.0.1", allowed_hosts: Sequence[str] = (), file
                Route("/{name:str}", asset, methods=["GET"])]
     app = Starlette(routes=routes)
 
-    async def guarded(scope: Scope, receive: Receive, send: Send) -> None:
+    async def guarded(scope: _Scope, receive: _Receive, send: _Send) -> None:
         if scope["type"] == "http":
             headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope.get("headers", [])}
             host = headers.get("host", "")
