@@ -25,10 +25,13 @@ import socket
 import sys
 from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._cli import COMMANDS, Answer, arguments, error_json, refuse, run
 from ._errors import InputError
+
+if TYPE_CHECKING:  # starlette is imported when the server starts: `import kvplan` does not need it
+    from starlette.responses import Response
 
 DEFAULT_PORT = 8765
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
@@ -81,6 +84,27 @@ def status_of(answer: Answer) -> int:
     return {0: 200, 1: 200, 2: 400}.get(answer.code, 500)
 
 
+def _json_response(body: bytes, status: int) -> Response:
+    from starlette.responses import Response
+    return Response(body, status_code=status, media_type="application/json",
+                    headers={"X-Content-Type-Options": "nosniff", "Cache-Control": "no-store"})
+
+
+def _host_guard(app: _Asgi, bound: str, allowed_hosts: Sequence[str]) -> _Asgi:
+    """The application behind the Host check: a request for another name gets 403 and the error object."""
+    async def guarded(scope: _Scope, receive: _Receive, send: _Send) -> None:
+        if scope["type"] == "http":
+            headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+            host = headers.get("host", "")
+            if not host_allowed(host, bound, allowed_hosts):
+                error = refuse("Host", host, "is not a name of this server (a DNS-rebinding defence); "
+                               "use http://127.0.0.1, or start it with --allowed-host NAME")
+                await _json_response(error_json(error), 403)(scope, receive, send)
+                return
+        await app(scope, receive, send)
+    return guarded
+
+
 def create_app(bound: str = "127.0.0.1", allowed_hosts: Sequence[str] = (), files_allowed: bool | None = None) -> _Asgi:
     """The ASGI application. files_allowed defaults to whether `bound` is a loopback address."""
     from starlette.applications import Starlette
@@ -91,27 +115,23 @@ def create_app(bound: str = "127.0.0.1", allowed_hosts: Sequence[str] = (), file
 
     files = is_loopback(bound) if files_allowed is None else files_allowed
 
-    def json_response(body: bytes, status: int) -> Response:
-        return Response(body, status_code=status, media_type="application/json",
-                        headers={"X-Content-Type-Options": "nosniff", "Cache-Control": "no-store"})
-
     def endpoint(command: str) -> Callable[[Request], Awaitable[Response]]:
         async def answer(request: Request) -> Response:
             try:
                 args = arguments(command, request.query_params.multi_items(), files)
             except InputError as e:
-                return json_response(error_json(e), 400)
-            result = await run_in_threadpool(run, args)
+                return _json_response(error_json(e), 400)
+            result = await run_in_threadpool(run, args)  # the GIL is released while it plans
             if result.code not in (0, 1, 2):
                 problem = result.err.decode("utf-8", "replace").strip() or "kvplan failed"
-                return json_response(error_json(refuse("internal", "", problem)), 500)
-            return json_response(result.out, status_of(result))
+                return _json_response(error_json(refuse("internal", "", problem)), 500)
+            return _json_response(result.out, status_of(result))
         return answer
 
     async def tasks(request: Request) -> Response:
         from ._catalog import tasks as catalog_tasks
         items = [{"id": t.id, "name": t.name, "ctx_target": t.ctx_target} for t in catalog_tasks()]
-        return json_response((json.dumps({"tasks": items}, indent=2) + "\n").encode(), 200)
+        return _json_response((json.dumps({"tasks": items}, indent=2) + "\n").encode(), 200)
 
     async def asset(request: Request) -> Response:
         name = request.path_params.get("name", "index.html")
@@ -123,20 +143,7 @@ def create_app(bound: str = "127.0.0.1", allowed_hosts: Sequence[str] = (), file
     routes = [Route("/" + name, endpoint(name), methods=["GET"]) for name in COMMANDS]
     routes += [Route("/tasks", tasks, methods=["GET"]), Route("/", asset, methods=["GET"]),
                Route("/{name:str}", asset, methods=["GET"])]
-    app = Starlette(routes=routes)
-
-    async def guarded(scope: _Scope, receive: _Receive, send: _Send) -> None:
-        if scope["type"] == "http":
-            headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope.get("headers", [])}
-            host = headers.get("host", "")
-            if not host_allowed(host, bound, allowed_hosts):
-                error = refuse("Host", host, "is not a name of this server (a DNS-rebinding defence); "
-                               "use http://127.0.0.1, or start it with --allowed-host NAME")
-                await json_response(error_json(error), 403)(scope, receive, send)
-                return
-        await app(scope, receive, send)
-
-    return guarded
+    return _host_guard(Starlette(routes=routes), bound, allowed_hosts)
 
 
 def _parser() -> argparse.ArgumentParser:
