@@ -22,6 +22,8 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "plan": (), "explain": ("explain",), "what-fits": (), "models": ("models",), "gpus": ("gpus",),
     "engines": ("engines",),
 }
+# A parameter that is the command's positional argument rather than a flag: `kvplan models FILTER` (issue 19).
+POSITIONAL = {"models": "filter"}
 # Flags whose output is not the JSON document, or that the server adds itself.
 NOT_OFFERED = {
     "json": "is added by the server: every answer is `--json`",
@@ -100,5 +102,7 @@ def arguments(command: str, params: Iterable[tuple[str, str]], files_allowed: bo
     if command == "what-fits" and any(name == "model" for name, _ in pairs):
         raise refuse("--model", dict(pairs)["model"], "is not asked of what-fits, which ranks the models for the "
                      "GPU and task (ask /plan for one model; --models a,b,c names the candidates)")
-    args += [_flag(name, value, files_allowed) for name, value in pairs]
+    positional = POSITIONAL.get(command)
+    args += [value for name, value in pairs if name == positional]
+    args += [_flag(name, value, files_allowed) for name, value in pairs if name != positional]
     return args + ["--json"]

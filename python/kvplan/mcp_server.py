@@ -75,9 +75,11 @@ def create_server() -> MCPServer[Any]:
         return _answer("what-fits", _params(gpu, {"task": task, "engine": engine}, options))
 
     @server.tool(structured_output=False)
-    def list_models(options: _Options = None) -> CallToolResult:
-        """The catalog's models (id, architecture, size, context, aliases): `kvplan models --json`."""
-        return _answer("models", _params(None, {}, options))
+    def list_models(filter: Annotated[str | None, Field(  # noqa: A002  (the CLI's name for it)
+            description="only models whose id, name, family or architecture contains this; or moe, dense")] = None,
+            options: _Options = None) -> CallToolResult:
+        """The catalog's models (id, architecture, size, context, aliases): `kvplan models [FILTER] --json`."""
+        return _answer("models", _params(None, {"filter": filter}, options))
 
     @server.tool(structured_output=False)
     def list_gpus(options: _Options = None) -> CallToolResult:
