@@ -50,13 +50,14 @@ def open_page(driver: Any, server: str) -> None:
     WebDriverWait(driver, 30).until(lambda d: state(d) == "ready")
 
 
-def fill_and_plan(driver: Any, gpus: list[str], model: str, task: str) -> None:
+def fill_and_plan(driver: Any, gpus: list[str], model: str, task: str, engine: str = "llama.cpp") -> None:
     driver.find_element(By.CSS_SELECTOR, "#gpus input.gpu").send_keys(gpus[0])
     for gpu in gpus[1:]:
         driver.find_element(By.ID, "add-gpu").click()
         driver.find_elements(By.CSS_SELECTOR, "#gpus input.gpu")[-1].send_keys(gpu)
     driver.find_element(By.ID, "model").send_keys(model)
     Select(driver.find_element(By.ID, "task")).select_by_value(task)
+    Select(driver.find_element(By.ID, "engine")).select_by_value(engine)
     driver.find_element(By.ID, "submit").click()
     WebDriverWait(driver, 60).until(lambda d: state(d) in ("done", "error"))
 
@@ -130,6 +131,18 @@ def check_chart(browser: Any, server: str, plan: dict[str, Any], params: list[tu
         if ring:
             assert int(ring[0].get_attribute("data-bytes") or 0) <= budget
             assert s.get_attribute("data-max-ctx") == ring[0].get_attribute("data-ctx")
+
+
+def test_another_engine(server: str, browser: Any) -> None:
+    """vLLM: its own launch line, and a chart drawn without llama.cpp's flags (which vLLM plans refuse)."""
+    open_page(browser, server)
+    fill_and_plan(browser, ["h100-sxm"], "qwen3-32b", "coding", engine="vllm")
+    assert state(browser) == "done", browser.find_element(By.ID, "status").text
+    plan = api_plan(server, [("gpu", "h100-sxm"), ("model", "qwen3-32b"), ("task", "coding"), ("engine", "vllm")])
+    recommended = next(o for o in plan["options"] if o["rank"] == plan["recommended"])
+    assert browser.find_element(By.ID, "launch-line").text == recommended["launch"]["vllm"]
+    series = browser.find_elements(By.CSS_SELECTOR, "#memory-chart g.series")
+    assert series and all(len(s.find_elements(By.CSS_SELECTOR, "circle.point")) == 8 for s in series)
 
 
 def test_a_bad_model_shows_the_error(server: str, browser: Any) -> None:

@@ -112,9 +112,9 @@ async function copyLaunchLine() {
   $("copy").textContent = "Copied";
 }
 
-// The chart's data: for each K/V pair, /plan of the recommended weights pinned at CHART_POINTS contexts (every
-// layer on the GPU, as kvplan.plots.memory_vs_context does), each point the plan's GPU-0 allocations at their upper
-// bound; and the pair's largest fitting context from /plan with max-ctx.
+// The chart's data: for each K/V pair, /plan of the recommended weights pinned at CHART_POINTS contexts (with
+// llama.cpp every layer on the GPU, as kvplan.plots.memory_vs_context does), each point the plan's GPU-0 allocations
+// at their upper bound; and the pair's largest fitting context from /plan with max-ctx.
 async function chartSeries(plan, params) {
   const weights = (plan.options.find((o) => o.rank === plan.recommended) || plan.options[0]).weights;
   const pairs = [];
@@ -126,9 +126,11 @@ async function chartSeries(plan, params) {
   const pinned = (pair, extra) => {
     const p = new URLSearchParams(params);
     p.delete("ctx-size");
-    for (const [k, v] of [["weights", weights], ["cache-type-k", pair.k], ["cache-type-v", pair.v], ["flash-attn", pair.fa], ...extra])
-      p.append(k, v);
-    if (plan.resolved.engine_id === "llama.cpp") p.append("n-gpu-layers", "all");
+    for (const [k, v] of [["weights", weights], ["cache-type-k", pair.k], ["cache-type-v", pair.v], ...extra]) p.append(k, v);
+    if (plan.resolved.engine_id === "llama.cpp") {  // llama.cpp's own flags: the option's flash attention, no offload
+      p.append("flash-attn", pair.fa);
+      p.append("n-gpu-layers", "all");
+    }
     return api("plan", p);
   };
   return {weights, series: await Promise.all(pairs.map(async (pair) => {
