@@ -20,6 +20,7 @@ if not (CHROMIUM and CHROMEDRIVER):
     pytest.skip("kvplan-skip: no chromium/chromedriver on PATH (scripts/setup.sh installs Debian's chromium and "
                 "chromium-driver)", allow_module_level=True)
 
+os.environ["SE_OFFLINE"] = "true"  # Selenium Manager must not fetch a browser or driver: Debian's are used
 from selenium import webdriver  # noqa: E402
 from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
