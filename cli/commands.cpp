@@ -1,9 +1,10 @@
-// Catalog listings: `kvplan models`, `kvplan gpus`.
+// Catalog listings: `kvplan models`, `kvplan gpus`, `kvplan engines`, as text and as JSON (--json; schema/catalog.schema.json).
 #include <algorithm>
 #include <cctype>
 #include <map>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "kvplan/memory.hpp"
 #include "render.hpp"
@@ -123,6 +124,74 @@ std::string render_engines(const Catalog& c) {
     out += "\n";
   }
   return out;
+}
+
+namespace {
+
+using ordered_json = nlohmann::ordered_json;
+
+std::string listing(const char* key, ordered_json items) {
+  const ordered_json doc = {{"schema_version", kSchemaVersion}, {key, std::move(items)}};
+  return doc.dump(2, ' ', false, ordered_json::error_handler_t::replace) + "\n";  // --data may hold invalid UTF-8
+}
+
+}  // namespace
+
+std::string models_json(const Catalog& c) {
+  ordered_json items = ordered_json::array();
+  for (const auto& m : c.models)
+    items.push_back({{"id", m.id},
+                     {"name", m.name},
+                     {"hf_id", m.hf_id},
+                     {"arch", m.arch},
+                     {"family", m.family},
+                     {"params", m.params},
+                     {"layers", m.layers},
+                     {"kv_heads", m.kv_heads},
+                     {"head_dim_k", m.head_dim_k},
+                     {"head_dim_v", m.head_dim_v},
+                     {"ctx_native", m.ctx_native},
+                     {"ctx_extended", m.ctx_extended ? ordered_json(m.ctx_extended) : ordered_json(nullptr)},
+                     {"moe", m.moe ? ordered_json({{"experts", m.moe->experts}, {"experts_used", m.moe->experts_used}}) : ordered_json(nullptr)},
+                     {"aliases", m.aliases}});
+  return listing("models", std::move(items));
+}
+
+std::string gpus_json(const Catalog& c) {
+  ordered_json items = ordered_json::array();
+  for (const auto& g : c.gpus)
+    items.push_back({{"id", g.id},
+                     {"name", g.name},
+                     {"vendor", g.vendor},
+                     {"backend", g.backend},
+                     {"memory_kind", g.memory_kind},
+                     {"total_mib", g.total_mib},
+                     {"usable_mib", g.unified() && g.working_set_mib > 0 ? g.working_set_mib : g.total_mib},
+                     {"bandwidth_gbs", g.bandwidth_gbs > 0 ? ordered_json(g.bandwidth_gbs) : ordered_json(nullptr)},
+                     {"aliases", g.aliases}});
+  return listing("gpus", std::move(items));
+}
+
+// llama.cpp builds and the other runtimes alike: what `kvplan engines` prints, as data.
+std::string engines_json(const Catalog& c) {
+  ordered_json items = ordered_json::array();
+  for (const auto& e : c.engines) {
+    std::vector<std::string> backends;
+    for (const auto& b : e.backends) backends.push_back(b.id);
+    items.push_back({{"id", e.id}, {"name", e.name}, {"version", e.build_name}, {"vendored_by", e.vendored_by},
+                     {"same_type_kv", false}, {"cache_types", e.cache_types}, {"weight_formats", ordered_json::array()},
+                     {"backends", backends}, {"rules", ordered_json::array()}});
+  }
+  for (const auto& e : c.runtimes) {
+    std::vector<std::string> types, formats;
+    for (const auto& t : e.cache_types)
+      if (t.offered) types.push_back(t.id);
+    for (const auto& f : e.weight_formats) formats.push_back(f.id);
+    items.push_back({{"id", e.id}, {"name", e.name}, {"version", e.version}, {"vendored_by", nullptr},
+                     {"same_type_kv", e.same_type_kv}, {"cache_types", types}, {"weight_formats", formats},
+                     {"backends", e.backends}, {"rules", e.rules}});
+  }
+  return listing("engines", std::move(items));
 }
 
 }  // namespace kvplan::cli

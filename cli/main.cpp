@@ -19,6 +19,7 @@
 #include "model_source.hpp"
 #include "kvplan/kvplan.hpp"
 #include "render.hpp"
+#include "run.hpp"
 
 namespace {
 
@@ -48,9 +49,9 @@ std::string error_json(const InputError& e, const std::string& message) {
 
 // Bad input, exit 2: the message on stderr and, under --json, the error object on stdout (its message: the
 // first line of stderr's, after "kvplan: ").
-int bad_input(const InputError& e, bool json, const std::string& message) {
-  std::cerr << "kvplan: " << message << "\n";
-  if (json) std::cout << error_json(e, message.substr(0, message.find('\n')));
+int bad_input(const InputError& e, bool json, const std::string& message, std::ostream& out, std::ostream& err) {
+  err << "kvplan: " << message << "\n";
+  if (json) out << error_json(e, message.substr(0, message.find('\n')));
   return 2;
 }
 
@@ -126,17 +127,16 @@ void add_models(const std::string& list, const kvplan::Catalog& catalog, const s
 
 // kvplan needs --model M --task T: the hardware the model needs (docs/ranking.md §10). Exit 0 found, 1 nothing suffices.
 int run_needs(const kvplan::Catalog& catalog, kvplan::Request req, const std::string& engine, int max_gpus,
-              const std::vector<std::string>& gpus, bool json) {
+              const std::vector<std::string>& gpus, bool json, std::ostream& out) {
   if (!gpus.empty()) throw InputError("--gpu", gpus.front(), "is what `kvplan needs` searches for; drop it (or plan that GPU without `needs`)");
   if (req.model.empty()) throw InputError("--model", "", "`kvplan needs` needs a model (kvplan needs --model qwen2.5-coder-32b --task agentic)");
   req.model_spec = kvplan::cli::read_model(req.model, catalog, engine);
   const kvplan::NeedsResult n = kvplan::needs(catalog, req, max_gpus);
-  std::cout << (json ? kvplan::to_json(n) : kvplan::cli::render_needs(n));
+  out << (json ? kvplan::to_json(n) : kvplan::cli::render_needs(n));
   return n.found() ? 0 : 1;
 }
 
-int run(int argc, char** argv) {
-  std::vector<std::string> raw(argv + 1, argv + argc);
+int run(std::vector<std::string> raw, std::ostream& out, std::ostream& err) {
   std::vector<std::string> args;
 
   CLI::App app{"kvplan: which weights, context and K/V cache types fit your GPU, and what they cost in quality", "kvplan"};
@@ -264,6 +264,9 @@ int run(int argc, char** argv) {
   auto* inspect_cmd = app.add_subcommand("inspect", "print what kvplan reads from a GGUF file, config.json or model folder");
   std::string inspect_path;
   inspect_cmd->add_option("file", inspect_path, "GGUF file, config.json or folder")->required();
+  // Run by cli/kvplan_main.cpp before this parser (the Python package's servers); named here for --help.
+  auto* serve_cmd = app.add_subcommand("serve", "a web page and JSON API on http://127.0.0.1:8765/ (--host, --port, --allow-remote; docs/serve.md)");
+  auto* mcp_cmd = app.add_subcommand("mcp", "an MCP server on stdio for agents: plan, explain, what_fits, list_models, list_gpus (docs/serve.md)");
   auto* explain_cmd = app.add_subcommand("explain", "one option's breakdown, risk and evidence in full");
   int explain_rank = 1;
   explain_cmd->add_option("--rank", explain_rank, "which ranked option (default 1, the recommendation)");
@@ -291,17 +294,17 @@ int run(int argc, char** argv) {
   try {
     app.parse(reversed);
   } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
+    return app.exit(e, out, err);
   } catch (const CLI::CallForVersion& e) {
-    return app.exit(e);
+    return app.exit(e, out, err);
   } catch (const CLI::ExtrasError&) {
     // CLI11 2.1 prints the leftovers last first; say them in the order they were typed
     std::string rest;
     for (const auto& a : app.remaining()) rest += (rest.empty() ? "" : " ") + (a.empty() ? std::string("''") : a);
     return bad_input(InputError("arguments", rest, "not expected (kvplan takes flags with values, e.g. --gpu 24GB --model qwen3-8b)"),
-                     json_asked(raw), "not expected: " + rest + "\n(kvplan takes flags with values, e.g. --gpu 24GB --model qwen3-8b; run kvplan --help)");
+                     json_asked(raw), "not expected: " + rest + "\n(kvplan takes flags with values, e.g. --gpu 24GB --model qwen3-8b; run kvplan --help)", out, err);
   } catch (const CLI::ParseError& e) {
-    return bad_input(InputError(flag_named(e.what()), "", e.what()), json_asked(raw), std::string(e.what()) + "\n(run kvplan --help for the flags)");
+    return bad_input(InputError(flag_named(e.what()), "", e.what()), json_asked(raw), std::string(e.what()) + "\n(run kvplan --help for the flags)", out, err);
   }
   // A value that names a file must name one that exists (a catalog name never looks like a path).
   for (const auto& [flag, value] : {std::pair<std::string, const std::string*>{"--model", &model}, {"--model-draft", &model_draft},
@@ -357,20 +360,21 @@ int run(int argc, char** argv) {
 
   std::vector<std::string> dirs = split_paths(std::getenv("KVPLAN_DATA"));
   dirs.insert(dirs.end(), data_dirs.begin(), data_dirs.end());
-  kvplan::Catalog with_overlays;  // only when a directory overlays the built-in catalog (not copied otherwise)
-  if (!dirs.empty()) with_overlays = kvplan::load_catalog(dirs);
-  const kvplan::Catalog& catalog = dirs.empty() ? kvplan::builtin_catalog() : with_overlays;
+  const kvplan::Catalog catalog = dirs.empty() ? kvplan::builtin_catalog() : kvplan::load_catalog(dirs);
 
+  for (const auto* server : {serve_cmd, mcp_cmd})
+    if (server->parsed())
+      throw InputError(server->get_name(), "", "runs from the kvplan program or `python -m kvplan " + server->get_name() + "`");
   if (models_cmd->parsed()) {
-    std::cout << kvplan::cli::render_models(catalog, models_filter);
+    out << (json ? kvplan::cli::models_json(catalog, models_filter) : kvplan::cli::render_models(catalog, models_filter));
     return 0;
   }
   if (gpus_cmd->parsed()) {
-    std::cout << kvplan::cli::render_gpus(catalog);
+    out << (json ? kvplan::cli::gpus_json(catalog) : kvplan::cli::render_gpus(catalog));
     return 0;
   }
   if (engines_cmd->parsed()) {
-    std::cout << kvplan::cli::render_engines(catalog);
+    out << (json ? kvplan::cli::engines_json(catalog) : kvplan::cli::render_engines(catalog));
     return 0;
   }
   // Model files are read with llama.cpp's architecture table whatever the engine (an unknown engine fails here).
@@ -378,7 +382,7 @@ int run(int argc, char** argv) {
   if (inspect_cmd->parsed()) {
     auto spec = kvplan::cli::read_model(inspect_path, catalog, arch_engine);
     if (!spec) spec = kvplan::load_model_file(inspect_path, catalog, arch_engine);  // says what is wrong
-    std::cout << (json ? kvplan::model_to_json(*spec) : kvplan::cli::render_inspect(*spec));
+    out << (json ? kvplan::model_to_json(*spec) : kvplan::cli::render_inspect(*spec));
     return 0;
   }
 
@@ -436,7 +440,7 @@ int run(int argc, char** argv) {
   req.yarn_orig_ctx = yarn_orig;
   req.backend = backend;
   detect_gpus_if_asked(catalog, req, gpus, free_auto);
-  if (needs_cmd->parsed()) return run_needs(catalog, req, arch_engine, max_gpus, gpus, json);
+  if (needs_cmd->parsed()) return run_needs(catalog, req, arch_engine, max_gpus, gpus, json, out);
   if (model.empty() && !gpus.empty() && !explain_cmd->parsed() && emit.empty()) {  // explain and --emit need a model
     kvplan::WhatFitsRequest q;
     q.base = req;
@@ -449,7 +453,7 @@ int run(int argc, char** argv) {
     q.min_tps = min_tps;
     add_models(models_list, catalog, arch_engine, q);
     const kvplan::WhatFits w = kvplan::what_fits(catalog, q);
-    std::cout << (json ? kvplan::to_json(w) : kvplan::cli::render_what_fits(w));
+    out << (json ? kvplan::to_json(w) : kvplan::cli::render_what_fits(w));
     return w.rows.empty() ? 1 : 0;
   }
   if (!models_list.empty() || !family.empty() || !arch_kind.empty() || moe_only || dense_only || !min_ctx_text.empty() || min_tps)
@@ -483,13 +487,13 @@ int run(int argc, char** argv) {
   if (!emit.empty()) {
     // For scripts: the recommended option's line alone (exit 1 with the reason when nothing fits or is acceptable).
     if (!plan.recommended()) {
-      std::cerr << "kvplan: " << (plan.fits() ? "nothing acceptable: " + plan.nothing_acceptable : "nothing fits: " + plan.nothing_fits) << "\n";
+      err << "kvplan: " << (plan.fits() ? "nothing acceptable: " + plan.nothing_acceptable : "nothing fits: " + plan.nothing_fits) << "\n";
       return 1;
     }
     std::vector<std::string> names;
     for (const auto& l : plan.recommended()->launches) {
       if (l.name == emit) {
-        std::cout << l.text << "\n";
+        out << l.text << "\n";
         return 0;
       }
       names.push_back(l.name);
@@ -498,21 +502,25 @@ int run(int argc, char** argv) {
     if (plan.resolved.engine_id == "llama.cpp" && plan.resolved.program == "llama-server") names.push_back("llama-cli");
     throw InputError("--emit", emit, "is not a launch line of " + plan.resolved.engine, names, kvplan::closest_match(emit, names));
   }
-  if (json) std::cout << kvplan::to_json(plan);
-  else if (explain_cmd->parsed()) std::cout << kvplan::cli::render_explain(plan, explain_rank);
-  else std::cout << kvplan::cli::render_plan(plan);
+  if (json) out << kvplan::to_json(plan);
+  else if (explain_cmd->parsed()) out << kvplan::cli::render_explain(plan, explain_rank);
+  else out << kvplan::cli::render_plan(plan);
   return plan.recommended() ? 0 : 1;
 }
 
 }  // namespace
 
-int main(int argc, char** argv) {
+namespace kvplan::cli {
+
+int run_cli(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   try {
-    return run(argc, argv);
+    return run(args, out, err);
   } catch (const InputError& e) {
-    return bad_input(e, json_asked({argv + 1, argv + argc}), e.what());
+    return bad_input(e, json_asked(args), e.what(), out, err);
   } catch (const std::exception& e) {
-    std::cerr << "kvplan: internal error: " << e.what() << "\n";
+    err << "kvplan: internal error: " << e.what() << "\n";
     return 3;
   }
 }
+
+}  // namespace kvplan::cli

@@ -15,5 +15,9 @@ std::string render_needs(const NeedsResult& n);            // the hardware a mod
 std::string render_gpus(const Catalog& catalog);
 std::string render_engines(const Catalog& catalog);         // `kvplan engines`
 std::string render_inspect(const ModelSpec& model);          // what was read from a model file
+// --json forms of the listings (schema/catalog.schema.json)
+std::string models_json(const Catalog& catalog);
+std::string gpus_json(const Catalog& catalog);
+std::string engines_json(const Catalog& catalog);
 
 }  // namespace kvplan::cli

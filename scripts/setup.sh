@@ -9,7 +9,8 @@ cd "$(dirname "$0")/.."
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 
-packages=(g++ cmake ninja-build pkg-config libyaml-cpp-dev libcli11-dev libfmt-dev nlohmann-json3-dev libre2-dev libcurl4-openssl-dev catch2 libbenchmark-dev python3 python3-venv python3-dev clang libclang-rt-14-dev)
+packages=(g++ cmake ninja-build pkg-config libyaml-cpp-dev libcli11-dev libfmt-dev nlohmann-json3-dev libre2-dev libcurl4-openssl-dev catch2 libbenchmark-dev python3 python3-venv python3-dev clang libclang-rt-14-dev
+          chromium chromium-driver)  # the last two: the browser test of `kvplan serve` (tests/serve/)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

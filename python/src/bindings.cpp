@@ -143,6 +143,7 @@ std::string joined(const std::vector<std::string>& dirs) {
 }  // namespace
 
 void bind_detect(py::module_& m);  // python/src/detect.cpp: --gpu auto / --free auto
+void bind_cli(py::module_& m);     // python/src/cli_bindings.cpp: the CLI as a function (kvplan serve, kvplan mcp)
 void bind_remote(py::module_& m, void (*require_utf8)(const std::string&, const std::string&, const ModelSpec&));  // remote_bindings.cpp
 
 PYBIND11_MODULE(_core, m) {
@@ -544,4 +545,5 @@ PYBIND11_MODULE(_core, m) {
   m.def("closest_match", &closest_match, py::arg("wanted"), py::arg("candidates"));
   m.def("format_gib", &format_gib, py::arg("bytes"));
   bind_detect(m);
+  bind_cli(m);
 }

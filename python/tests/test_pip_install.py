@@ -32,3 +32,4 @@ def test_pip_install(tmp_path: Path) -> None:
     files = subprocess.run([python, "-m", "pip", "show", "-f", "kvplan"], env=env, capture_output=True, text=True,
                            check=True).stdout
     assert "kvplan/py.typed" in files and "kvplan/_core.pyi" in files
+    assert "kvplan/web/index.html" in files and "kvplan/web/app.js" in files  # kvplan serve's page ships in the wheel
