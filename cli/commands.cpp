@@ -137,10 +137,11 @@ std::string listing(const char* key, ordered_json items) {
 
 }  // namespace
 
-std::string models_json(const Catalog& c) {
+std::string models_json(const Catalog& c, const std::string& filter) {
   ordered_json items = ordered_json::array();
   for (const auto& m : c.models)
-    items.push_back({{"id", m.id},
+    if (matches(m, filter))
+      items.push_back({{"id", m.id},
                      {"name", m.name},
                      {"hf_id", m.hf_id},
                      {"arch", m.arch},

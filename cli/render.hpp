@@ -16,7 +16,7 @@ std::string render_gpus(const Catalog& catalog);
 std::string render_engines(const Catalog& catalog);         // `kvplan engines`
 std::string render_inspect(const ModelSpec& model);          // what was read from a model file
 // --json forms of the listings (schema/catalog.schema.json)
-std::string models_json(const Catalog& catalog);
+std::string models_json(const Catalog& catalog, const std::string& filter = "");  // `kvplan models [FILTER] --json`
 std::string gpus_json(const Catalog& catalog);
 std::string engines_json(const Catalog& catalog);
 
