@@ -174,6 +174,19 @@ int run(std::vector<std::string> raw, std::ostream& out, std::ostream& err) {
   app.add_option("--parallel,--np", parallel, "server slots (llama.cpp -np; vLLM --max-num-seqs); kvplan's default is 1");
   int tensor_parallel = 1;
   app.add_option("--tensor-parallel-size,--tp", tensor_parallel, "GPUs of the kind --gpu names to split the model over (vLLM, SGLang)");
+  // Serving at scale (vLLM, SGLang): docs/engines.md "Serving at scale".
+  int pipeline_parallel = 1, data_parallel = 1, nodes = 1, concurrency = 1;
+  bool expert_parallel = false;
+  std::optional<int> max_num_seqs, max_batched_tokens;
+  std::string interconnect;
+  app.add_option("--pipeline-parallel-size,--pp", pipeline_parallel, "pipeline stages, each holding a share of the layers (vLLM --pipeline-parallel-size, SGLang --pp-size)");
+  app.add_option("--data-parallel-size,--dp", data_parallel, "replicas of the model (vLLM --data-parallel-size, SGLang --dp-size)");
+  app.add_flag("--enable-expert-parallel,--ep", expert_parallel, "split MoE experts over the GPUs instead of sharding each (vLLM --enable-expert-parallel, SGLang --ep-size)");
+  app.add_option("--nodes", nodes, "machines the tp x pp x dp GPUs are spread over, in equal shares (--gpu names one GPU: 8 per node is --tp 8 --pp 2 --nodes 2)");
+  app.add_option("--interconnect", interconnect, "the link between nodes: ib-ndr (default), ib-hdr, eth-400, eth-100 (data/interconnects.yaml)");
+  app.add_option("--max-num-seqs,--max-running-requests", max_num_seqs, "sequences the scheduler admits at once (default: --parallel, else the engine's default)");
+  app.add_option("--concurrency", concurrency, "full-length conversations the KV pool must hold at once (vLLM/SGLang; default 1, the engine's start-up check); with --max-ctx: the longest context for that many");
+  app.add_option("--max-num-batched-tokens,--chunked-prefill-size", max_batched_tokens, "the prefill chunk vLLM/SGLang size activations for (vLLM --max-num-batched-tokens)");
   app.add_flag("--kv-unified", kv_unified, "one KV buffer shared by all slots (llama.cpp -kvu)");
   app.add_option("--ubatch-size,--ub", ubatch, "physical batch (llama.cpp -ub, default 512)");
   app.add_option("--batch-size", batch, "logical batch (llama.cpp -b, default 2048)");
@@ -412,6 +425,17 @@ int run(std::vector<std::string> raw, std::ostream& out, std::ostream& err) {
   req.fit_placement = fit == "on" || fit == "ON" || fit == "On";
   req.fit_target_mib = fit_target;
   req.tensor_parallel = tensor_parallel;
+  req.pipeline_parallel = pipeline_parallel;
+  req.data_parallel = data_parallel;
+  req.expert_parallel = expert_parallel;
+  req.nodes = nodes;
+  req.interconnect = interconnect;
+  req.concurrency = concurrency;
+  req.max_batched_tokens = max_batched_tokens;
+  req.max_num_seqs = max_num_seqs;
+  // vLLM/SGLang take --parallel as the sequences they admit: an explicit --parallel 1 is kept, not the engine's default
+  if (!max_num_seqs && app.get_option("--parallel")->count() > 0 && (engine == "vllm" || engine == "sglang") && parallel == 1)
+    req.max_num_seqs = 1;
   req.kv_unified = kv_unified;
   req.n_ubatch = ubatch;
   req.n_batch = batch;

@@ -79,8 +79,16 @@ std::string header(const Plan& p) {
   const int slots = p.resolved.n_parallel;
   if (own_memory(p)) {
     out += fmt::format("Engine   {} ({}), {} backend\n", p.resolved.engine, p.resolved.engine_build, p.resolved.backend);
-    out += fmt::format("Serving  {} conversation{} of the planned context at once{}\n", slots, slots > 1 ? "s" : "",
-                       p.resolved.memory_fraction > 0 ? fmt::format("; the engine uses {:g} of the device", p.resolved.memory_fraction) : "");
+    const Resolved& r = p.resolved;
+    const std::string fraction = r.memory_fraction > 0 ? fmt::format("; the engine uses {:g} of the device", r.memory_fraction) : "";
+    if (r.engine_id == "vllm" || r.engine_id == "sglang")
+      out += fmt::format("Serving  {}{}; the KV pool must hold {} full-length conversation{} (--concurrency){}\n",
+                         r.max_num_seqs > 0 ? fmt::format("up to {} sequences admitted ({})", r.max_num_seqs, r.max_num_seqs_source)
+                                            : "admitted sequences: " + r.max_num_seqs_source,
+                         r.data_parallel > 1 ? fmt::format(" per replica, {} replicas", r.data_parallel) : "", r.concurrency,
+                         r.concurrency > 1 ? "s" : "", fraction);
+    else
+      out += fmt::format("Serving  {} conversation{} of the planned context at once{}\n", slots, slots > 1 ? "s" : "", fraction);
   } else {
     out += fmt::format("Engine   {} {}, {} backend{}, {} build\n", p.resolved.engine, p.resolved.engine_build, p.resolved.backend,
                        p.resolved.backend_verified ? "" : " (kernel rules unverified)",
@@ -209,7 +217,16 @@ std::string render_plan(const Plan& p) {
                          fmt::format(" of {} GiB, {}", gib(p.pools.back().capacity),
                                      !p.request.host_ram ? "assumed: give --ram" : p.request.host_ram_source.empty() ? "--ram" : p.request.host_ram_source));
     if (rec->max_concurrency > 0)
-      out += fmt::format("Capacity     the KV pool holds {:.2f} conversations of {} tokens\n", rec->max_concurrency, rec->ctx_per_slot);
+      out += fmt::format("Capacity     the KV pool holds {:.2f} conversations of {} tokens{}{}\n", rec->max_concurrency, rec->ctx_per_slot,
+                         rec->kv_pool_tokens <= 0             ? ""
+                         : p.resolved.engine_id == "vllm" ? fmt::format(" (vLLM's 'Maximum concurrency'; 'GPU KV cache size: {} tokens')", rec->kv_pool_tokens)
+                                                            : fmt::format(" (SGLang's max_total_num_tokens={})", rec->kv_pool_tokens),
+                         p.resolved.data_parallel > 1 ? fmt::format(", per replica: {:.2f} over the {} replicas", rec->max_concurrency * p.resolved.data_parallel,
+                                                                    p.resolved.data_parallel)
+                                                      : "");
+    for (const auto& st : rec->stages)
+      out += fmt::format("Stage        layers {}-{}{}{}: weights {} GiB, KV {} GiB, headroom {} GiB per GPU\n", st.first_layer, st.end_layer - 1,
+                         st.embeddings ? " + embeddings" : "", st.output ? " + output head" : "", gib(st.weights), gib(st.kv), gib(st.headroom));
     for (const auto& l : rec->launches)  // one program's line for llama.cpp; Ollama's environment and Modelfile, named
       out += (rec->launches.size() > 1 ? "# " + l.name + "\n" : "") + l.text + "\n";
     if (!p.explanation.empty()) {

@@ -159,6 +159,12 @@ json option_json(const Plan& p, const Option& o, int rank) {
                     {"host_bytes", host}};
   j["score"] = std::round(o.score * 1e6) / 1e6;
   j["max_concurrency"] = o.max_concurrency > 0 ? json(std::floor(o.max_concurrency * 100) / 100) : json(nullptr);
+  j["kv_pool_tokens"] = o.kv_pool_tokens > 0 ? json(o.kv_pool_tokens) : json(nullptr);
+  json stages = json::array();
+  for (const auto& st : o.stages)
+    stages.push_back({{"first_layer", st.first_layer}, {"end_layer", st.end_layer}, {"embeddings", st.embeddings}, {"output", st.output},
+                      {"weights_bytes", st.weights}, {"kv_bytes", st.kv}, {"total_high_bytes", st.total_high}, {"headroom_bytes", st.headroom}});
+  j["stages"] = stages;
   return j;
 }
 
@@ -185,6 +191,14 @@ std::string to_json(const Plan& p, int indent) {
                   {"flash_attn", r.flash_attn},
                   {"n_parallel", r.n_parallel},
                   {"tensor_parallel", r.tensor_parallel},
+                  {"pipeline_parallel_size", r.pipeline_parallel},
+                  {"data_parallel", r.data_parallel},
+                  {"expert_parallel", r.expert_parallel},
+                  {"nodes", r.nodes},
+                  {"interconnect", r.interconnect.empty() ? json(nullptr) : json(r.interconnect)},
+                  {"max_num_seqs", optional_json(r.max_num_seqs)},
+                  {"concurrency", r.concurrency},
+                  {"max_batched_tokens", optional_json(r.max_batched_tokens)},
                   {"kv_unified", r.kv_unified},
                   {"n_ubatch", optional_json(r.n_ubatch)},
                   {"n_batch", optional_json(r.n_batch)},
@@ -236,6 +250,14 @@ std::string to_json(const Plan& p, int indent) {
                    {"placement", s.placement},
                    {"tensor_split", s.tensor_split},
                    {"pipeline_parallel", s.pipeline_parallel},
+                   {"serving", s.engine_id == "vllm" || s.engine_id == "sglang"
+                                   ? json{{"tensor_parallel", s.tensor_parallel}, {"pipeline_stages", s.pipeline_stages},
+                                          {"data_parallel", s.data_parallel}, {"expert_parallel", s.expert_parallel}, {"nodes", s.nodes},
+                                          {"interconnect", s.interconnect.empty() ? json(nullptr) : json(s.interconnect)},
+                                          {"max_num_seqs", s.max_num_seqs > 0 ? json(s.max_num_seqs) : json(nullptr)},
+                                          {"max_num_seqs_source", s.max_num_seqs_source}, {"concurrency", s.concurrency},
+                                          {"max_batched_tokens", s.max_batched_tokens}}
+                                   : json(nullptr)},
                    {"draft", s.draft_max > 0 ? json{{"file", s.draft_file}, {"weights", s.draft_weights},
                                                     {"cache_type_k", s.draft_type_k}, {"cache_type_v", s.draft_type_v},
                                                     {"n_gpu_layers", optional_json(s.n_gpu_layers_draft)},

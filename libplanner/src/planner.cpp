@@ -66,6 +66,20 @@ const char* mode_of(const Request& r) {
 }
 
 // Warnings an option carries: off the fast path, layers or experts in RAM, rope scaling, a native stop.
+// vLLM/SGLang: what the scheduler admits against what the pool holds, and a checkpoint the user must supply.
+void serving_warnings(const Setup& s, const Candidate& c, const Option& o, std::vector<std::string>& w) {
+  if (!s.runtime || (s.runtime->kind != "vllm" && s.runtime->kind != "sglang")) return;
+  const Resolved& r = s.resolved;
+  if (r.max_num_seqs > 0 && o.max_concurrency > 0 && o.max_concurrency < r.max_num_seqs)
+    w.push_back(fmt::format("{} admits up to {} sequences{}, and its KV pool holds {:.1f} of {} tokens: more concurrent full-length "
+                            "requests wait in the queue, and running ones are preempted (their blocks freed and recomputed) when "
+                            "blocks run out; shorter requests take proportionally fewer blocks",
+                            s.runtime->name, r.max_num_seqs, r.data_parallel > 1 ? " per replica" : "", o.max_concurrency, o.ctx_per_slot));
+  if (!has_checkpoint(s, *c.weights))
+    w.push_back(fmt::format("no {} checkpoint of {} is known to kvplan (data/engines/checkpoints.yaml): supply one whose "
+                            "config.json carries its quantization_config", c.weights->id, s.model->name));
+}
+
 std::vector<std::string> option_warnings(const Setup& s, const Candidate& c, const Option& o, const std::string& mode, bool at_cap) {
   const ModelSpec& m = *s.model;
   const Placement& place = c.placement;
@@ -88,6 +102,7 @@ std::vector<std::string> option_warnings(const Setup& s, const Candidate& c, con
                             m.name, m.ctx_native, m.rope_scaling->type, m.rope_scaling->factor));
   if (s.runtime && s.runtime->kind == "mlx" && prior_name(s, o.cache_type_k, true) != "f16")
     w.push_back("mlx_lm.server has no KV quantization flags: this cache runs with mlx_lm.generate or the Python API (kv_bits)");
+  serving_warnings(s, c, o, w);
   return w;
 }
 
@@ -123,7 +138,7 @@ Option size_option(const Setup& s, const Candidate& c, const std::string& mode, 
   const Resolved res = resolved_for(s, c, o);
   o.warnings = option_warnings(s, c, o, mode, ctx == cap);
   o.reason = reason_for(s, o);
-  o.launches = s.runtime ? engines::runtime_launches(*s.runtime, *s.model, o, res)
+  o.launches = s.runtime ? engines::runtime_launches(*s.catalog, *s.runtime, *s.model, o, res)
                          : engines::launch_lines(*s.model, o, res, s.engine->default_ubatch, s.engine->default_batch);
   o.launch = o.launches.front().text;
   estimate_speed(s, c, o);

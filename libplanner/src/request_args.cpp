@@ -37,6 +37,14 @@ std::vector<std::string> request_args(const Request& r) {
   if (r.flash_attn != "auto") put("--flash-attn", r.flash_attn);
   if (r.n_parallel != 1) put("--parallel", std::to_string(r.n_parallel));
   if (r.tensor_parallel != 1) put("--tensor-parallel-size", std::to_string(r.tensor_parallel));
+  if (r.pipeline_parallel != 1) put("--pipeline-parallel-size", std::to_string(r.pipeline_parallel));
+  if (r.data_parallel != 1) put("--data-parallel-size", std::to_string(r.data_parallel));
+  flag("--enable-expert-parallel", r.expert_parallel);
+  if (r.nodes != 1) put("--nodes", std::to_string(r.nodes));
+  if (!r.interconnect.empty()) put("--interconnect", r.interconnect);
+  put_int("--max-num-seqs", r.max_num_seqs);
+  if (r.concurrency != 1) put("--concurrency", std::to_string(r.concurrency));
+  put_int("--max-num-batched-tokens", r.max_batched_tokens);
   flag("--kv-unified", r.kv_unified);
   put_int("--ubatch-size", r.n_ubatch);
   put_int("--batch-size", r.n_batch);

@@ -67,7 +67,9 @@ PAIRINGS: dict[type, Pairing] = {
                  "n_cpu_moe": ("placement/n_cpu_moe", SAME),
                  "host_bytes": ("placement/host_bytes", SAME)},
         python_only={"decode_relative": "decode speed against the same bytes all in device memory: no JSON key yet",
-                     "plan": "the Plan the option belongs to"}),
+                     "plan": "the Plan the option belongs to"},
+        json_only={"kv_pool_tokens": "vLLM/SGLang pool in tokens (issue 18): not in Python yet",
+                   "stages": "vLLM/SGLang pipeline stages (issue 18): not in Python yet"}),
     kvplan.Memory: Pairing(
         renamed={"overhead_high_bytes": ("high_bytes/overhead_bytes", SAME),
                  "total_high_bytes": ("high_bytes/total_bytes", SAME)},
@@ -83,7 +85,8 @@ PAIRINGS: dict[type, Pairing] = {
                    "headroom_bytes": "the recommendation's: Plan.recommended.pools[].headroom_bytes"}),
     kvplan.Resolved: Pairing(
         python_only={"gpu_size_only": "gpu= was a size, not a named card (the JSON's request.gpu says which)"},
-        json_only={"draft": "the draft model as planned: Plan.model_draft is not in Python yet",
+        json_only={"serving": "vLLM/SGLang layout and admission (issue 18): not in Python yet",
+                   "draft": "the draft model as planned: Plan.model_draft is not in Python yet",
                    "mmproj": "the vision projector as planned: not in Python yet",
                    "mode": "Plan.mode"}),
     kvplan.SuggestedOption: Pairing(

@@ -483,8 +483,12 @@ def check_other_lines(plan: Plan, o: dict[str, Any]) -> list[str]:
             bad.append(f"{ctx_flag[0]} {val(*ctx_flag)} != ctx_size {o.get('ctx_size')}")
         if val("--kv-cache-dtype") != o.get("cache_type_k"):
             bad.append(f"--kv-cache-dtype {val('--kv-cache-dtype')} != {o.get('cache_type_k')}")
-        if val(*seqs_flag) != str(plan.np):
-            bad.append(f"{seqs_flag[0]} {val(*seqs_flag)} != {plan.np}")
+        # the sequences admitted: resolved.serving.max_num_seqs (--parallel, --max-num-seqs or the engine's default;
+        # None: SGLang derives it, and the line must leave the flag out)
+        serving = (plan.d.get("resolved") or {}).get("serving") or {}
+        seqs = serving.get("max_num_seqs", plan.np)
+        if val(*seqs_flag) != (None if seqs is None else str(seqs)):
+            bad.append(f"{seqs_flag[0]} {val(*seqs_flag)} != {seqs}")
         if plan.tp > 1 and val(*tp_flag) != str(plan.tp):
             bad.append(f"{tp_flag[0]} {val(*tp_flag)} != {plan.tp}")
     elif plan.engine == "mlx":

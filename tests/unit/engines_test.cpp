@@ -207,7 +207,8 @@ TEST_CASE("engine plans: budgets, concurrency and launch lines verbatim") {
   r.ctx_size = 32768;
   r.cache_type_k = "fp8";
   r.weights = "bf16";
-  r.n_parallel = 4;
+  r.n_parallel = 4;   // --max-num-seqs
+  r.concurrency = 4;  // the pool must hold four full-length conversations
   const Plan v = plan(c, r);
   REQUIRE(v.recommended());
   const Option& o = *v.recommended();
@@ -217,9 +218,9 @@ TEST_CASE("engine plans: budgets, concurrency and launch lines verbatim") {
   CHECK(o.sum("k_cache") + o.sum("v_cache") == 4LL * 80 * KiB * 32768);
   const Pool& dev = v.pools.front();
   CHECK(dev.reserve == std::llround(static_cast<double>(dev.capacity) * 0.08));
-  // Concurrency: the KV counted plus the headroom, over one conversation's KV.
-  const double per = 80.0 * KiB * 32768;
-  CHECK(o.max_concurrency == Approx((4 * per + static_cast<double>(o.pools.front().headroom)) / per));
+  // Concurrency: the pool's tokens (whole blocks of 16) over the request's (serving_test.cpp checks the formula).
+  CHECK(o.kv_pool_tokens % 16 == 0);
+  CHECK(o.max_concurrency == Approx(static_cast<double>(o.kv_pool_tokens) / 32768));
   CHECK(o.max_concurrency >= 4);
   CHECK(o.sum("cuda_graphs") > 0);
 
@@ -230,8 +231,8 @@ TEST_CASE("engine plans: budgets, concurrency and launch lines verbatim") {
   const Plan s = plan(c, r);
   REQUIRE(s.recommended());
   CHECK(s.recommended()->launch ==
-        "python -m sglang.launch_server --model-path Qwen2.5-Coder-32B-Instruct-AWQ --context-length 16384 --max-running-requests 1 "
-        "--kv-cache-dtype fp8_e4m3 --mem-fraction-static 0.85 --quantization awq");
+        "python -m sglang.launch_server --model-path Qwen/Qwen2.5-Coder-32B-Instruct-AWQ --context-length 16384 "
+        "--kv-cache-dtype fp8_e4m3 --mem-fraction-static 0.85");  // SGLang derives --max-running-requests; the repo carries its quantization
   CHECK(s.recommended()->sum("compute") == 0);  // activations live outside --mem-fraction-static
 
   r = ask("exllamav3", "rtx4090");
@@ -291,6 +292,7 @@ TEST_CASE("tensor parallelism (vLLM, SGLang): figures per GPU, KV heads split, r
   r.ctx_size = 32768;
   r.cache_type_k = "auto";
   r.n_parallel = 4;
+  r.concurrency = 4;
   const Plan p = plan(c, r);
   REQUIRE(!p.options.empty());
   const Option& o = p.options.front();
@@ -316,5 +318,8 @@ TEST_CASE("tensor parallelism (vLLM, SGLang): figures per GPU, KV heads split, r
   sg.weights = "awq";
   const Plan s = plan(c, sg);
   REQUIRE(!s.options.empty());
-  CHECK(s.options.front().launch.find(" --tp 4 --quantization awq") != std::string::npos);
+  // A pre-quantized repo carries its quantization_config: no --quantization flag
+  CHECK(s.options.front().launch.find("--model-path casperhansen/llama-3.3-70b-instruct-awq ") != std::string::npos);
+  CHECK(s.options.front().launch.find(" --tp 4") != std::string::npos);
+  CHECK(s.options.front().launch.find("--quantization") == std::string::npos);
 }

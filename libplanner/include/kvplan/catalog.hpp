@@ -326,6 +326,7 @@ struct WeightFormat {
   // Formats of other engines (RuntimeProfile::weight_formats), sized from the parameter count:
   double bpw = 0, head_bpw = 0, embed_bpw = 0;  // linear layers, output head, token embeddings
   bool embed_on_host = false;                   // token embeddings in system RAM (ExLlama)
+  bool experts_only = false;                    // bpw applies to MoE experts; other linear layers at head_bpw (MXFP4)
   std::string quality_as, flag;                 // the GGUF format whose measured loss stands in; launch flag
 };
 
@@ -374,6 +375,20 @@ struct RuntimeProfile {
       if (t.id == id) return &t;
     return nullptr;
   }
+};
+
+// ---------- serving at scale (data/engines/checkpoints.yaml, data/interconnects.yaml) ----------
+// A Hugging Face repo holding a catalog model in one of the vLLM/SGLang weight formats.
+struct Checkpoint {
+  bool operator==(const Checkpoint&) const = default;
+  std::string id, model, weights, repo, source;
+  bool native = false;  // the model's own release is in this format (no BF16 repo is assumed)
+};
+// A link between nodes: bandwidth per GPU and the latency of a small all-reduce across two nodes (0: unknown).
+struct Interconnect {
+  bool operator==(const Interconnect&) const = default;
+  std::string id, name, source;
+  double gbs = 0, allreduce_latency_us = 0;
 };
 
 // ---------- tasks ----------
@@ -504,6 +519,8 @@ struct Catalog {
   std::vector<WeightFormat> weight_formats;
   std::vector<TaskProfile> tasks;
   std::vector<RuntimeProfile> runtimes;  // engines other than llama.cpp
+  std::vector<Checkpoint> checkpoints;
+  std::vector<Interconnect> interconnects;
   PriorParams prior;
   std::vector<Benchmark> benchmarks;   // data/quality/*.yaml `benchmarks:`
   std::vector<BenchmarkScore> scores;  // data/quality/*.yaml `scores:`

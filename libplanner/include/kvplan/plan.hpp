@@ -36,6 +36,15 @@ struct Request {
   std::string flash_attn = "auto";   // on | off | auto (auto: the planner picks per option)
   int n_parallel = 1;                // -np (kvplan's default is one slot; launch lines say so)
   int tensor_parallel = 1;           // vLLM --tensor-parallel-size / SGLang --tp: that many identical GPUs
+  // Serving engines (vLLM, SGLang): docs/engines.md "Serving at scale".
+  int pipeline_parallel = 1;         // --pipeline-parallel-size / --pp-size: stages holding different layers
+  int data_parallel = 1;             // --data-parallel-size / --dp-size: replicas of the whole model
+  bool expert_parallel = false;      // vLLM --enable-expert-parallel / SGLang --ep-size: MoE experts split over TP x DP GPUs
+  int nodes = 1;                     // machines the tp x pp x dp GPUs are spread over (equal shares)
+  std::optional<int> max_num_seqs;   // vLLM --max-num-seqs / SGLang --max-running-requests (default: --parallel above 1, else the engine's)
+  int concurrency = 1;               // full-length conversations the KV pool must hold at once (1: the engine's own start-up check)
+  std::optional<int> max_batched_tokens;  // vLLM --max-num-batched-tokens / SGLang --chunked-prefill-size (the prefill chunk)
+  std::string interconnect;          // the link between nodes (data/interconnects.yaml id; default: the first listed)
   bool kv_unified = false;           // -kvu
   std::optional<int> n_ubatch;       // -ub (engine default 512)
   std::optional<int> n_batch;        // -b  (engine default 2048)
@@ -163,6 +172,15 @@ struct Option {
   std::string launch;                 // the engine's main launch line (launches.front().text)
   std::vector<Launch> launches;       // every line for this engine (--emit NAME prints one)
   double max_concurrency = 0;         // pooled engines: full-length conversations the KV pool holds (0: n/a)
+  std::int64_t kv_pool_tokens = 0;    // vLLM/SGLang: tokens the KV pool holds (vLLM "GPU KV cache size", SGLang max_total_num_tokens)
+  // Pipeline stages (vLLM/SGLang with pp > 1): each stage's layers and one of its GPUs' memory; the plan's pool is
+  // the tightest stage's GPU.
+  struct Stage {
+    int first_layer = 0, end_layer = 0;  // [first, end)
+    bool embeddings = false, output = false;
+    Bytes weights = 0, kv = 0, total_high = 0, headroom = 0;
+  };
+  std::vector<Stage> stages;
   // Decode speed at full context, memory-bandwidth bound (docs/formulas.md §11): tokens per second for one
   // conversation at typical and low bandwidth efficiency; 0 when a device's bandwidth is unknown (a bare size).
   double decode_tps = 0, decode_tps_low = 0;
@@ -194,6 +212,15 @@ struct Resolved {
   bool backend_verified = true;
   int n_parallel = 1;
   int tensor_parallel = 1;   // GPUs the model is split over (pools then describe one of them)
+  int pipeline_stages = 1, data_parallel = 1, nodes = 1;  // vLLM/SGLang: pp stages, replicas, machines
+  bool expert_parallel = false;
+  int max_num_seqs = 0;      // vLLM --max-num-seqs / SGLang --max-running-requests as launched (0: the engine derives it)
+  std::string max_num_seqs_source;  // "--parallel", "--max-num-seqs", or the engine default's source
+  int concurrency = 1;       // full-length conversations the KV pool must hold
+  int max_batched_tokens = 0;  // the prefill chunk the activation peak is sized for (vLLM --max-num-batched-tokens)
+  bool max_batched_tokens_asked = false;  // given by the user: the launch line carries it
+  std::string interconnect;  // several nodes: the link between them (data/interconnects.yaml id)
+  double interconnect_gbs = 0;  // its bandwidth in GB/s per GPU
   std::vector<double> tensor_split;  // llama.cpp layer split as the launch line gives it (-ts), empty with one GPU
   std::vector<std::string> override_tensors;  // -ot PATTERN=DEVICE as the launch line gives them
   std::vector<std::string> server_args;       // the user's other llama-server flags, re-emitted as given

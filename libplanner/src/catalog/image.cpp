@@ -54,7 +54,7 @@ KVPLAN_IMAGE_FIELDS(EngineSpec, x.id, x.name, x.build_name, x.build_source, x.ve
 KVPLAN_IMAGE_FIELDS(TensorTypeRule, x.tensors, x.type, x.layers, x.first_n, x.min_gqa, x.experts, x.min_experts, x.n_layer)
 KVPLAN_IMAGE_FIELDS(WeightFormat, x.id, x.base_type, x.source, x.quality_source, x.ftype, x.rules, x.rel_loss,
                     x.rel_loss_estimate, x.bpw_llama31_8b, x.size_gib_llama31_8b, x.offered, x.native_only, x.bpw,
-                    x.head_bpw, x.embed_bpw, x.embed_on_host, x.quality_as, x.flag)
+                    x.head_bpw, x.embed_bpw, x.embed_on_host, x.quality_as, x.flag, x.experts_only)
 KVPLAN_IMAGE_FIELDS(RuntimeCacheType, x.id, x.k_bytes, x.v_bytes, x.prior_k, x.prior_v, x.offered, x.source)
 KVPLAN_IMAGE_FIELDS(MiBRange, x.typical, x.high)
 KVPLAN_IMAGE_FIELDS(RuntimeProfile, x.id, x.name, x.kind, x.version, x.source, x.aliases, x.backends, x.rules, x.same_type_kv,
@@ -81,8 +81,10 @@ KVPLAN_IMAGE_FIELDS(PriorParams, x.model_version, x.bits_ref, x.size_ref_b, x.si
                     x.evidence, x.calibrations, x.source)
 KVPLAN_IMAGE_FIELDS(Benchmark, x.id, x.name, x.metric, x.source, x.tasks, x.scale_low, x.scale_high, x.higher_is_better)
 KVPLAN_IMAGE_FIELDS(BenchmarkScore, x.model, x.benchmark, x.variant, x.mode, x.source, x.date, x.note, x.value, x.file)
+KVPLAN_IMAGE_FIELDS(Checkpoint, x.id, x.model, x.weights, x.repo, x.source, x.native)
+KVPLAN_IMAGE_FIELDS(Interconnect, x.id, x.name, x.source, x.gbs, x.allreduce_latency_us)
 KVPLAN_IMAGE_FIELDS(Catalog, x.models, x.gpus, x.engines, x.weight_formats, x.tasks, x.runtimes, x.prior, x.benchmarks,
-                    x.scores)
+                    x.scores, x.checkpoints, x.interconnects)
 #undef KVPLAN_IMAGE_FIELDS
 
 template <class T> struct is_vector : std::false_type {};

@@ -79,7 +79,7 @@ void add_document_body(Sources& sources, const std::string& text, const std::str
   for (const auto& kv : root) {
     const std::string name = kv.first.as<std::string>();
     const YAML::Node& value = kv.second;
-    if (name == "models" || name == "gpus" || name == "formats" || name == "tasks") {
+    if (name == "models" || name == "gpus" || name == "formats" || name == "tasks" || name == "checkpoints" || name == "interconnects") {
       if (!value.IsSequence()) throw InputError(where(file, value), name, "must be a list");
       for (const auto& item : value) merge_entry(sources.collections[name], item, file, name);
     } else if (name == "engine" || name == "prior" || name == "runtime") {
@@ -96,7 +96,7 @@ void add_document_body(Sources& sources, const std::string& text, const std::str
       // file-level provenance, documentation only
     } else {
       throw InputError(where(file, kv.first), name, "unknown top-level key",
-                       {"models", "gpus", "engine", "runtime", "formats", "tasks", "prior", "quant_fallback", "benchmarks", "scores", "source"});
+                       {"models", "gpus", "engine", "runtime", "formats", "tasks", "checkpoints", "interconnects", "prior", "quant_fallback", "benchmarks", "scores", "source"});
     }
   }
 }
@@ -763,7 +763,7 @@ RuntimeProfile read_runtime(const Reader& r) {
   }
   if (const auto* ws = r.list_node("weights")) {
     for (const auto& w : *ws) {
-      require_keys(r, w, "weights", {"id", "bpw", "head_bpw", "embed_bpw", "embed_on_host", "quality_as", "flag", "source"});
+      require_keys(r, w, "weights", {"id", "bpw", "head_bpw", "embed_bpw", "embed_on_host", "experts_only", "quality_as", "flag", "source"});
       WeightFormat f;
       f.id = sub<std::string>(r, w, "weights", "id");
       f.bpw = sub<double>(r, w, "weights", "bpw");
@@ -771,6 +771,7 @@ RuntimeProfile read_runtime(const Reader& r) {
       f.embed_bpw = w["embed_bpw"] ? r.convert<double>("embed_bpw", w["embed_bpw"]) : f.bpw;
       if (f.bpw <= 0 || f.head_bpw <= 0 || f.embed_bpw <= 0 || f.bpw > 64 || f.head_bpw > 64 || f.embed_bpw > 64) throw InputError(r.location("weights", w), f.id, "bits per weight must be positive");
       f.embed_on_host = w["embed_on_host"] ? r.convert<bool>("embed_on_host", w["embed_on_host"]) : false;
+      f.experts_only = w["experts_only"] ? r.convert<bool>("experts_only", w["experts_only"]) : false;
       f.quality_as = sub<std::string>(r, w, "weights", "quality_as");
       f.flag = w["flag"] ? r.convert<std::string>("flag", w["flag"]) : "";
       f.source = sub<std::string>(r, w, "weights", "source");
@@ -778,6 +779,31 @@ RuntimeProfile read_runtime(const Reader& r) {
     }
   }
   return e;
+}
+
+Checkpoint read_checkpoint(const Reader& r) {
+  Checkpoint c;
+  c.id = r.id();
+  c.model = r.get<std::string>("model");
+  c.weights = r.get<std::string>("weights");
+  c.repo = r.get<std::string>("repo");
+  c.native = r.get<bool>("native", false);
+  c.source = r.get<std::string>("source");
+  if (c.repo.find('/') == std::string::npos || c.repo.find(' ') != std::string::npos)
+    throw InputError(r.location("repo"), c.repo, "must be a Hugging Face repo id, owner/name");
+  return c;
+}
+
+Interconnect read_interconnect(const Reader& r) {
+  Interconnect i;
+  i.id = r.id();
+  i.name = r.get<std::string>("name");
+  i.gbs = r.get<double>("gbs");
+  i.allreduce_latency_us = r.get<double>("allreduce_latency_us", 0);
+  i.source = r.get<std::string>("source");
+  r.range("gbs", i.gbs, 0.001, 1e5, "GB/s");
+  r.range("allreduce_latency_us", i.allreduce_latency_us, 0.0, 1e6, "microseconds");
+  return i;
 }
 
 template <typename T, typename F>
@@ -792,6 +818,8 @@ std::vector<T> read_all(const Sources& s, const std::string& collection, F read)
                   "head_dim_swa", "head_dim_v_swa", "shared_kv_from", "mtp_layers", "native_expert_type", "source", "note"}},
       {"gpus", {"id", "name", "aliases", "vendor", "backend", "memory", "total_mib", "total_source", "working_set_mib",
                 "compute_capability", "arch", "bandwidth_gbs", "fp16_tflops", "source", "note"}},
+      {"checkpoints", {"id", "model", "weights", "repo", "native", "source"}},
+      {"interconnects", {"id", "name", "gbs", "allreduce_latency_us", "source"}},
       {"tasks", {"id", "name", "aliases", "ctx_target", "ctx_min", "decode_floor_tps", "ttft_max_s", "speed_source", "metric", "strictness", "summary", "source", "note"}},
       {"prior", prior_keys()},
       {"runtime", {"id", "name", "kind", "aliases", "version", "source", "backends", "rules", "same_type_kv", "mix_unquantized",
@@ -862,6 +890,8 @@ Catalog parse_catalog(const std::vector<std::string>& extra_dirs) {
   c.weight_formats = read_all<WeightFormat>(sources, "formats", read_format);
   c.tasks = read_all<TaskProfile>(sources, "tasks", read_task);
   c.runtimes = read_all<RuntimeProfile>(sources, "runtime", read_runtime);
+  c.checkpoints = read_all<Checkpoint>(sources, "checkpoints", read_checkpoint);
+  c.interconnects = read_all<Interconnect>(sources, "interconnects", read_interconnect);
   auto priors = read_all<PriorParams>(sources, "prior", read_prior);
   if (priors.empty()) throw InputError("data", "prior", "no quality prior in the catalog");
   c.prior = priors.front();
@@ -884,6 +914,8 @@ Catalog parse_catalog(const std::vector<std::string>& extra_dirs) {
         if (std::none_of(c.prior.types.begin(), c.prior.types.end(), [&](const TypeSensitivity& x) { return x.type == *p; }))
           throw InputError("data/engines/" + rt.id + ".yaml", *p, "cache type '" + t.id + "' names no prior type");
   }
+  for (const auto& k : c.checkpoints)
+    if (!c.find_model(k.model)) throw InputError("data/engines/checkpoints.yaml", k.model, "checkpoint '" + k.id + "' names no catalog model");
   check_unique_names(c);
   c.benchmarks = detail::read_benchmarks(sources.benchmarks, c);
   c.scores = detail::read_scores(sources.scores, c);

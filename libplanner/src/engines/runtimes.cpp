@@ -5,7 +5,9 @@
 
 #include <fmt/format.h>
 
+#include "engines/checkpoints.hpp"
 #include "engines/llama_cpp.hpp"
+#include "engines/serving.hpp"
 
 namespace kvplan::engines {
 namespace {
@@ -39,12 +41,14 @@ RuntimeTokens runtime_tokens(const RuntimeProfile& rt, const ModelSpec& m, int l
 }
 
 KvCacheBytes runtime_kv_bytes(const RuntimeProfile& rt, const ModelSpec& m, const EngineSpec& arch_rules, const RuntimeCacheType& tk,
-                              const RuntimeCacheType& tv, int len, int sequences, int activation_tokens, int tp) {
+                              const RuntimeCacheType& tv, int len, int sequences, int activation_tokens, int tp, int first_layer,
+                              int end_layer) {
   const RuntimeTokens tokens = runtime_tokens(rt, m, len, activation_tokens);
   const double seqs = std::max(1, sequences);
   const auto layers = layer_caches(m, arch_rules);
   KvCacheBytes out;
-  for (size_t il = 0; il < layers.size(); ++il) {
+  const size_t end = end_layer < 0 ? layers.size() : std::min(layers.size(), static_cast<size_t>(end_layer));
+  for (size_t il = static_cast<size_t>(std::max(0, first_layer)); il < end; ++il) {
     const LayerCache& c = layers[il];
     switch (c.kind) {
       case LayerKind::full:
@@ -69,17 +73,9 @@ KvCacheBytes runtime_kv_bytes(const RuntimeProfile& rt, const ModelSpec& m, cons
 }
 
 WeightBytes runtime_weight_bytes(const ModelSpec& m, const WeightFormat& f, double rel_error, int tp) {
-  const double embed = static_cast<double>(m.vocab) * m.embd;
-  // A separate output head unless tied; an engine that keeps embeddings in RAM still needs the head on the GPU.
-  const double head = (!m.tied_embeddings || f.embed_on_host) ? embed : 0;
-  const double linear = std::max(0.0, static_cast<double>(m.params) - embed - (m.tied_embeddings ? 0 : embed));
-  const double device = (linear * f.bpw / 8 + head * f.head_bpw / 8 + (f.embed_on_host ? 0 : embed * f.embed_bpw / 8)) / tp;
-  const double host = f.embed_on_host ? embed * f.embed_bpw / 8 : 0;
-  WeightBytes w;
-  w.device = Figure::estimate(bytes_of(device), bytes_of(device * (1 + rel_error)));
-  w.host = Figure::estimate(bytes_of(host), bytes_of(host * (1 + rel_error)));
-  w.lookup_host = bytes_of(host);  // the host part is the token embeddings alone
-  return w;
+  Shard whole;
+  whole.tp = whole.expert_shards = tp;
+  return shard_weight_bytes(m, f, rel_error, whole);
 }
 
 Figure runtime_activation_bytes(const ModelSpec& m, int tokens, int sequences, int tp) {
@@ -99,9 +95,55 @@ std::string checkpoint(const ModelSpec& m, const WeightFormat& f, const std::str
   if (f.id == "bf16" && !m.hf_id.empty()) return m.hf_id;
   return fmt::format("{}-{}", m.name, f.id == "bf16" ? "BF16" : f.id == "fp8" ? "FP8" : f.id == "awq" ? "AWQ" : "GPTQ-Int4");
 }
+
+// The parallel layout's flags, as each engine spells them.
+std::string parallel_flags(const std::string& kind, const Resolved& r) {
+  std::string out;
+  const bool vllm = kind == "vllm";
+  auto put = [&](const char* vllm_flag, const char* sglang_flag, int v) { out += fmt::format(" {} {}", vllm ? vllm_flag : sglang_flag, v); };
+  if (r.tensor_parallel > 1) put("--tensor-parallel-size", "--tp", r.tensor_parallel);
+  if (r.pipeline_stages > 1) put("--pipeline-parallel-size", "--pp-size", r.pipeline_stages);
+  if (r.data_parallel > 1) put("--data-parallel-size", "--dp-size", r.data_parallel);
+  if (r.expert_parallel) out += vllm ? std::string(" --enable-expert-parallel") : fmt::format(" --ep-size {}", r.tensor_parallel);
+  return out;
+}
+
+// vLLM and SGLang: the serve line with the checkpoint, the admitted sequences and the layout; across nodes,
+// vLLM's Ray cluster (docs.vllm.ai "Parallelism and scaling": ray start on each node, vllm serve on the head with
+// the Ray executor) or one SGLang launch per node (--nnodes, --node-rank, --dist-init-addr).
+std::vector<Launch> serving_launches(const Catalog& catalog, const RuntimeProfile& rt, const ModelSpec& m, const Option& o,
+                                     const Resolved& r, const WeightFormat* f) {
+  const CheckpointChoice ck = f ? checkpoint_for(catalog, m, *f) : CheckpointChoice{};
+  const std::string model = !ck.repo.empty() ? ck.repo : fmt::format("<a {} checkpoint of {}>", f ? f->id : "", m.name);
+  const std::string quant = ck.quantize_online && f && !f->flag.empty() ? " " + f->flag : "";
+  const bool vllm = rt.kind == "vllm";
+  std::string line = vllm ? fmt::format("vllm serve {} --max-model-len {} --max-num-seqs {} --kv-cache-dtype {} --gpu-memory-utilization {:g}",
+                                        model, o.ctx_per_slot, r.max_num_seqs, o.cache_type_k, r.memory_fraction)
+                          : fmt::format("python -m sglang.launch_server --model-path {} --context-length {}{} --kv-cache-dtype {} "
+                                        "--mem-fraction-static {:g}",
+                                        model, o.ctx_per_slot,
+                                        r.max_num_seqs > 0 ? fmt::format(" --max-running-requests {}", r.max_num_seqs) : "",
+                                        o.cache_type_k, r.memory_fraction);
+  line += parallel_flags(rt.kind, r) + quant;
+  if (r.max_batched_tokens_asked) line += fmt::format(" {} {}", vllm ? "--max-num-batched-tokens" : "--chunked-prefill-size", r.max_batched_tokens);
+  std::vector<Launch> out;
+  if (r.nodes <= 1) {
+    out.push_back({rt.kind, line});
+  } else if (vllm) {
+    out.push_back({"vllm", line + " --distributed-executor-backend ray" + (r.data_parallel > 1 ? " --data-parallel-backend ray" : "")});
+    out.push_back({"ray-head", "ray start --head --port=6379"});
+    out.push_back({"ray-worker", fmt::format("ray start --address=<head-node-ip>:6379  # on each of the other {} nodes, before vllm serve", r.nodes - 1)});
+  } else {
+    for (int n = 0; n < r.nodes; ++n)
+      out.push_back({n == 0 ? "sglang" : fmt::format("sglang-node{}", n),
+                     line + fmt::format(" --nnodes {} --node-rank {} --dist-init-addr <node0-ip>:5000", r.nodes, n)});
+  }
+  return out;
+}
 }  // namespace
 
-std::vector<Launch> runtime_launches(const RuntimeProfile& rt, const ModelSpec& m, const Option& o, const Resolved& r) {
+std::vector<Launch> runtime_launches(const Catalog& catalog, const RuntimeProfile& rt, const ModelSpec& m, const Option& o,
+                                     const Resolved& r) {
   std::vector<Launch> out;
   const int seqs = r.n_parallel;
   if (rt.kind == "ollama") {
@@ -122,16 +164,8 @@ std::vector<Launch> runtime_launches(const RuntimeProfile& rt, const ModelSpec& 
     if (w.id == o.weights) f = &w;
   const std::string model = f ? checkpoint(m, *f, rt.kind) : m.name;
   const std::string quant = f && !f->flag.empty() ? " " + f->flag : "";
-  if (rt.kind == "vllm") {
-    const std::string tp = r.tensor_parallel > 1 ? fmt::format(" --tensor-parallel-size {}", r.tensor_parallel) : "";
-    out.push_back({"vllm", fmt::format("vllm serve {} --max-model-len {} --max-num-seqs {} --kv-cache-dtype {} "
-                                       "--gpu-memory-utilization {:g}{}{}",
-                                       model, o.ctx_per_slot, seqs, o.cache_type_k, r.memory_fraction, tp, quant)});
-  } else if (rt.kind == "sglang") {
-    out.push_back({"sglang", fmt::format("python -m sglang.launch_server --model-path {} --context-length {} --max-running-requests {} "
-                                         "--kv-cache-dtype {} --mem-fraction-static {:g}{}{}",
-                                         model, o.ctx_per_slot, seqs, o.cache_type_k, r.memory_fraction,
-                                         r.tensor_parallel > 1 ? fmt::format(" --tp {}", r.tensor_parallel) : "", quant)});
+  if (rt.kind == "vllm" || rt.kind == "sglang") {
+    return serving_launches(catalog, rt, m, o, r, f);
   } else if (rt.kind == "exllamav2" || rt.kind == "exllamav3") {
     // TabbyAPI config.yml (config_sample.yml keys under model:); cache_size holds every job together.
     const std::string mode = rt.kind == "exllamav2" || o.cache_type_k == "FP16" ? o.cache_type_k

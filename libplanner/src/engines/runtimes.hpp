@@ -30,12 +30,13 @@ RuntimeTokens runtime_tokens(const RuntimeProfile& rt, const ModelSpec& model, i
 // (vllm/config/model.py get_num_kv_heads); an MLA latent is replicated on every GPU.
 KvCacheBytes runtime_kv_bytes(const RuntimeProfile& rt, const ModelSpec& model, const EngineSpec& arch_rules,
                               const RuntimeCacheType& type_k, const RuntimeCacheType& type_v, int len, int sequences,
-                              int activation_tokens, int tp = 1);
+                              int activation_tokens, int tp = 1, int first_layer = 0, int end_layer = -1);
 
 // Weights from the parameter count: linear layers at the format's bits per weight, the output head
 // and the token embeddings at theirs (embeddings in RAM where the engine keeps them there).
 // With tensor parallelism, one GPU's share: linear layers, embeddings and head are all split tp ways
-// (vocab-parallel embeddings); the norms (well under 0.1 %) are ignored.
+// (vocab-parallel embeddings); the norms (well under 0.1 %) are ignored. The whole model's shard
+// (engines/serving.hpp shard_weight_bytes, which also sizes pipeline stages).
 WeightBytes runtime_weight_bytes(const ModelSpec& model, const WeightFormat& format, double rel_error, int tp = 1);
 
 // The activation peak of a forward pass over `tokens` tokens in bf16 (the FFN's gate and up rows, the
@@ -44,7 +45,7 @@ WeightBytes runtime_weight_bytes(const ModelSpec& model, const WeightFormat& for
 Figure runtime_activation_bytes(const ModelSpec& model, int tokens, int sequences, int tp = 1);
 
 // The lines an engine is started with, by name ("vllm", "ollama-env", "modelfile", "tabby-config", …).
-std::vector<Launch> runtime_launches(const RuntimeProfile& rt, const ModelSpec& model, const Option& option,
+std::vector<Launch> runtime_launches(const Catalog& catalog, const RuntimeProfile& rt, const ModelSpec& model, const Option& option,
                                      const Resolved& resolved);
 
 }  // namespace kvplan::engines

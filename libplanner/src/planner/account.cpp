@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "engines/serving.hpp"
 #include "planner/setup.hpp"
 
 namespace kvplan::detail {
@@ -35,18 +36,18 @@ void sum_pools(const Setup& s, Option& o) {
 }
 
 
-// An engine that sizes its own memory (data/engines/<id>.yaml, engines/runtimes.hpp): weights from the
-// parameter count, KV by the engine's paging for n_parallel conversations of ctx tokens each, its
-// temporaries and activations, CUDA graphs. ctx is per conversation.
-Option account_runtime(const Setup& s, const Candidate& c, int ctx) {
+// One GPU of a (pipeline stage of a) model in an engine that sizes its own memory.
+Option account_shard(const Setup& s, const Candidate& c, int ctx, const engines::Shard& shard) {
   const ModelSpec& m = *s.model;
   const RuntimeProfile& rt = *s.runtime;
   const Request& r = s.request;
+  const bool serving = rt.kind == "vllm" || rt.kind == "sglang";
   const RuntimeCacheType& tk = *rt.cache_type(c.k);
   const RuntimeCacheType& tv = *rt.cache_type(c.v);
-  const int seqs = std::max(1, r.n_parallel);
-  const int tp = s.resolved.tensor_parallel;
-  const KvCacheBytes kv = engines::runtime_kv_bytes(rt, m, *s.engine, tk, tv, ctx, seqs, s.activation_tokens, tp);
+  const int seqs = serving ? std::max(1, s.resolved.concurrency) : std::max(1, r.n_parallel);
+  const int tp = shard.tp;
+  const KvCacheBytes kv = engines::runtime_kv_bytes(rt, m, *s.engine, tk, tv, ctx, seqs, s.activation_tokens, tp, shard.first_layer, shard.end_layer);
+  const WeightBytes w = engines::shard_weight_bytes(m, *c.weights, s.engine->weights_rel_error_fallback, shard);
   Option o;
   o.weights = c.weights->id;
   o.ctx_size = ctx;
@@ -59,8 +60,8 @@ Option account_runtime(const Setup& s, const Candidate& c, int ctx) {
   auto put = [&](const std::string& what, const std::string& pool, const Figure& f) {
     if (f.bytes != 0 || what == "k_cache") o.allocations.push_back({"main", what, pool, f});
   };
-  put("weights", s.device_pool, c.weight_bytes.device);
-  put("weights_host", s.host_pool, c.weight_bytes.host);
+  put("weights", s.device_pool, w.device);
+  put("weights_host", s.host_pool, w.host);
   put("k_cache", s.device_pool, kv.k);
   put("v_cache", s.device_pool, kv.v);
   put("swa_k_cache", s.device_pool, kv.swa_k);
@@ -73,17 +74,65 @@ Option account_runtime(const Setup& s, const Candidate& c, int ctx) {
     const Bytes temp = checked_mul(checked_mul(widest, engines::runtime_tokens(rt, m, ctx, 0).full, "cache_temp"), seqs * 2LL, "cache_temp");
     put("cache_temp", s.device_pool, Figure::exact(temp, temp));
   }
+  // vLLM profiles a batch of max_num_batched_tokens tokens, and samples logits for max_num_seqs rows (on the
+  // last stage only): gpu_model_runner.py profile_run / _dummy_sampler_run.
+  const int logit_rows = !shard.last ? 0 : serving && s.resolved.max_num_seqs > 0 ? std::min(s.resolved.max_num_seqs, std::max(1, s.activation_tokens)) : seqs;
   if (rt.fraction_covers_activations && s.activation_tokens > 0)
-    put("compute", s.device_pool, engines::runtime_activation_bytes(m, s.activation_tokens, seqs, tp));
+    put("compute", s.device_pool, engines::runtime_activation_bytes(m, s.activation_tokens, logit_rows, tp));
   if (rt.graphs.high > 0)
     put("cuda_graphs", s.device_pool, Figure::estimate(static_cast<Bytes>(rt.graphs.typical * kMiB), static_cast<Bytes>(rt.graphs.high * kMiB)));
   sum_pools(s, o);
-  // How many conversations of this length the cache would hold (vLLM's "Maximum concurrency" line):
-  // the KV the plan counts plus the device headroom, over one conversation's KV.
+  // What the pool holds: the KV the plan counts plus what is left of the device at the typical figures, in the
+  // engine's blocks (vLLM's "GPU KV cache size" and "Maximum concurrency" lines; SGLang's max_total_num_tokens).
   const Bytes kv_all = kv.k.bytes + kv.v.bytes + kv.swa_k.bytes + kv.swa_v.bytes + kv.state.bytes;
-  if (kv_all > 0 && o.pools.front().headroom >= 0)
-    o.max_concurrency = static_cast<double>(kv_all + o.pools.front().headroom) / (static_cast<double>(kv_all) / seqs);
+  const Pool& pool = s.pools.front();
+  const PoolUsage& use = o.pools.front();
+  const double left = pool.bounded() ? static_cast<double>(pool.capacity - pool.reserve - pool.margin - use.total) : 0;
+  if (kv_all > 0 && use.headroom >= 0 && !serving) {  // other pooled engines: the headroom at the upper bounds
+    o.max_concurrency = static_cast<double>(kv_all + use.headroom) / (static_cast<double>(kv_all) / seqs);
+  } else if (kv_all > 0 && use.headroom >= 0) {
+    const engines::PoolCapacity cap = engines::pool_capacity(static_cast<double>(kv_all) + left, static_cast<double>(kv_all) / seqs, ctx,
+                                                             rt.token_granularity);
+    o.max_concurrency = cap.concurrency;
+    if (serving) o.kv_pool_tokens = cap.tokens;
+  }
   return o;
+}
+
+// An engine that sizes its own memory (data/engines/<id>.yaml, engines/runtimes.hpp): weights from the
+// parameter count, KV by the engine's paging for the conversations the pool must hold (vLLM/SGLang: --concurrency,
+// default 1, the engine's own start-up check; others: --parallel), its temporaries and activations, CUDA graphs.
+// With pipeline parallelism each stage is accounted on its own and the tightest one is the option's pool
+// (vLLM sizes every worker's pool to the smallest: kv_cache_utils.py get_kv_cache_configs). ctx is per conversation.
+Option account_runtime(const Setup& s, const Candidate& c, int ctx) {
+  const bool serving = s.runtime->kind == "vllm" || s.runtime->kind == "sglang";
+  const std::vector<int> parts = engines::pp_partition(s.model->layers, s.resolved.pipeline_stages);
+  Option best;
+  int first = 0;
+  for (size_t st = 0; st < parts.size(); ++st) {
+    engines::Shard shard;
+    shard.tp = s.resolved.tensor_parallel;
+    shard.expert_shards = s.resolved.expert_parallel ? shard.tp * s.resolved.data_parallel : shard.tp;
+    shard.first_layer = first;
+    shard.end_layer = first + parts[st];
+    shard.first = st == 0;
+    shard.last = st + 1 == parts.size();
+    first = shard.end_layer;
+    Option o = account_shard(s, c, ctx, shard);
+    if (serving) {
+      Option::Stage stage{shard.first_layer, shard.end_layer, shard.first, shard.last, o.sum("weights"), o.kv_total(),
+                          o.pools.front().total_high, o.pools.front().headroom};
+      const bool tighter = st == 0 || o.max_concurrency < best.max_concurrency ||
+                           (o.max_concurrency == best.max_concurrency && o.pools.front().headroom < best.pools.front().headroom);
+      std::vector<Option::Stage> stages = best.stages;
+      if (tighter) best = o;
+      best.stages = stages;
+      if (parts.size() > 1) best.stages.push_back(stage);
+    } else {
+      best = o;
+    }
+  }
+  return best;
 }
 
 // The draft model's own context (component "draft"): the main context's n_ctx, slots, batch and flash

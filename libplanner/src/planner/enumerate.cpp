@@ -21,6 +21,25 @@ void reject_dynamic_quant(const std::string& flag, const std::string& value) {
 
 namespace {
 
+// vLLM/SGLang plan formats a checkpoint exists for (data/engines/checkpoints.yaml): an expert-only format
+// (MXFP4) only where the model was released in it, others only pinned with --weights when no repo is known.
+void serving_formats(const Setup& s, std::vector<const WeightFormat*>& formats) {
+  if (s.runtime->kind != "vllm" && s.runtime->kind != "sglang") return;
+  const Request& r = s.request;
+  std::vector<const WeightFormat*> kept;
+  for (const WeightFormat* f : formats) {
+    const bool known = has_checkpoint(s, *f);
+    if (f->experts_only && !known) {
+      if (r.weights)
+        throw InputError("--weights", *r.weights, fmt::format("{} quantizes MoE experts as released; {} has no {} release "
+                                                              "(data/engines/checkpoints.yaml)", f->id, s.model->name, f->id));
+      continue;
+    }
+    if (known || r.weights) kept.push_back(f);
+  }
+  if (!kept.empty()) formats = kept;
+}
+
 // The weight formats to plan: the engine's own (sized from the parameter count), a GGUF file's, the one asked
 // for, or every offered format with a per-tensor recipe.
 std::vector<const WeightFormat*> candidate_formats(const Setup& s) {
@@ -36,6 +55,7 @@ std::vector<const WeightFormat*> candidate_formats(const Setup& s) {
       if (!r.weights || f.id == *r.weights) formats.push_back(&f);
     }
     if (formats.empty()) throw InputError("--weights", *r.weights, "is not a weight format of " + s.runtime->name, ids, closest_match(*r.weights, ids));
+    serving_formats(s, formats);
   } else if (!m.file_tensors.empty()) {
     const WeightFormat* known = m.file_quant_label.empty() ? catalog.find_weight_format(m.file_format) : nullptr;
     formats.push_back(known ? known : &s.file_format);

@@ -329,7 +329,10 @@ void resolve_engine_and_model(const Catalog& c, Setup& s) {
 // Slots, tensor parallelism, batch sizes, flash attention, the build and the cache type names.
 void check_limits(Setup& s) {
   const Request& r = s.request;
-  if (r.n_parallel < 1 || r.n_parallel > 256) throw InputError("--parallel", std::to_string(r.n_parallel), "must be 1..256");
+  const bool serving = s.runtime && (s.runtime->kind == "vllm" || s.runtime->kind == "sglang");
+  const int max_parallel = serving ? 1 << 20 : 256;  // a serving engine's --max-num-seqs has no slot cost of its own
+  if (r.n_parallel < 1 || r.n_parallel > max_parallel)
+    throw InputError("--parallel", std::to_string(r.n_parallel), fmt::format("must be 1..{}", max_parallel));
   if (r.tensor_parallel != 1) {
     // Tensor parallelism: vLLM and SGLang split heads over identical GPUs (multi-GPU llama.cpp is not modelled).
     if (!s.runtime || (s.runtime->kind != "vllm" && s.runtime->kind != "sglang"))
@@ -408,6 +411,17 @@ std::vector<std::string> device_specs(Setup& s) {
   return specs;
 }
 
+// "16 x H100 in 2 nodes (TP 8 x PP 2; figures per GPU of the tightest stage)".
+std::string parallel_device_name(const Request& r, const std::string& gpu) {
+  const int gpus = r.tensor_parallel * r.pipeline_parallel * r.data_parallel;
+  std::string layout = fmt::format("TP {}", r.tensor_parallel);
+  if (r.pipeline_parallel > 1) layout += fmt::format(" x PP {}", r.pipeline_parallel);
+  if (r.data_parallel > 1) layout += fmt::format(" x DP {}", r.data_parallel);
+  if (r.expert_parallel) layout += ", expert parallel";
+  return fmt::format("{} x {}{} ({}; figures per GPU{})", gpus, gpu, r.nodes > 1 ? fmt::format(" in {} nodes", r.nodes) : "", layout,
+                     r.pipeline_parallel > 1 ? " of the tightest stage" : "");
+}
+
 // The devices, their pools, bandwidths and throughputs.
 std::vector<Device> resolve_devices(const Catalog& c, Setup& s, const std::vector<std::string>& specs) {
   const Request& r = s.request;
@@ -435,7 +449,7 @@ std::vector<Device> resolve_devices(const Catalog& c, Setup& s, const std::vecto
   if (r.reserve && *r.reserve < 0) throw InputError("--reserve", format_size(*r.reserve), "must not be negative");
   if (r.free && *r.free > total)
     throw InputError("--free", format_size(*r.free), fmt::format("is more than the device's {}", format_size(total)));
-  if (r.tensor_parallel > 1) device_name = fmt::format("{} x {} (tensor parallel; figures per GPU)", r.tensor_parallel, device_name);
+  if (r.tensor_parallel * r.pipeline_parallel * r.data_parallel > 1) device_name = parallel_device_name(r, device_name);
   std::vector<Device> devices = {{s.gpu, total, device_name}};
   for (size_t i = 1; i < specs.size(); ++i) {
     Device d;
@@ -650,6 +664,7 @@ Setup resolve(const Catalog& c, const Request& request) {
   const std::vector<Device> devices = resolve_devices(c, s, device_specs(s));
   resolve_overrides(s, devices);
   resolve_engine_fields(s, devices.front().total);
+  resolve_serving(s, devices.front().total);
   resolve_fit(s);
   resolve_context(s);
   s.auto_placement = may_place(s);

@@ -38,6 +38,9 @@ struct Setup {
   const RuntimeProfile* runtime = nullptr;  // another engine (nullptr: llama.cpp itself)
   bool own_memory = false;               // the runtime sizes memory itself (all but Ollama, which runs llama.cpp)
   int activation_tokens = 0;             // the batch the runtime sizes activations for
+  const Interconnect* interconnect = nullptr;  // several nodes: the link between them
+  bool tp_spans_nodes = false;           // a tensor-parallel group larger than a node
+  int stage_crossings = 0;               // pipeline stage boundaries that cross nodes
   const BackendSpec* backend = nullptr;
   const ModelSpec* model = nullptr;
   const TaskProfile* task = nullptr;
@@ -113,6 +116,9 @@ struct Candidate {  // one (weights, K, V, flash attention) combination the engi
 // ---- resolve.cpp: the request as the engine will see it ----
 Setup resolve(const Catalog& c, const Request& request);
 std::vector<std::string> cache_type_ids(const Setup& s);
+// Serving engines (planner/serving.cpp): parallelism, nodes, admitted sequences, the prefill chunk; checkpoints.
+void resolve_serving(Setup& s, Bytes device_total);
+bool has_checkpoint(const Setup& s, const WeightFormat& f);
 engines::PairCheck check_runtime_pair(const Setup& s, const std::string& k, const std::string& v);
 
 // ---- enumerate.cpp: the (weights, K, V, flash attention) combinations the engine accepts ----

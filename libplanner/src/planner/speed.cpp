@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "engines/serving.hpp"
 #include "planner/setup.hpp"
 
 namespace kvplan::detail {
@@ -17,6 +18,12 @@ double active_fraction(const ModelSpec& m) {
   if (!m.moe || m.moe->experts <= 0 || m.params <= 0) return 1;
   const double expert_params = static_cast<double>(m.moe_layer_count()) * m.moe->experts * 3.0 * m.embd * m.moe->expert_ff;
   return 1 - std::min(0.95, expert_params / static_cast<double>(m.params)) * (1 - static_cast<double>(m.moe->experts_used) / m.moe->experts);
+}
+
+// The conversations the plan's KV allocations hold: vLLM/SGLang size them for --concurrency, others for --parallel.
+int kv_sequences(const Setup& s) {
+  const bool serving = s.runtime && (s.runtime->kind == "vllm" || s.runtime->kind == "sglang");
+  return std::max(1, serving ? s.resolved.concurrency : s.request.n_parallel);
 }
 
 // Decode: one token reads every active weight and the whole KV cache once; each pool streams its share at its
@@ -38,7 +45,7 @@ void estimate_decode(const Setup& s, const Candidate& c, Option& o) {
         // RAM-resident layers are read by the CPU; token_embd (the input layer) is only looked up
         bytes += std::max(0.0, static_cast<double>(a.figure.bytes) - lookup) * active;
       } else if (a.what == "k_cache" || a.what == "v_cache" || a.what == "swa_k_cache" || a.what == "swa_v_cache" || a.what == "state")
-        bytes += static_cast<double>(a.figure.bytes) / std::max(1, s.request.n_parallel);  // one conversation's cache
+        bytes += static_cast<double>(a.figure.bytes) / kv_sequences(s);  // one conversation's cache
     }
     if (bytes <= 0) continue;
     (pool.kind == "host" ? host_bytes : device_bytes) += bytes;
@@ -55,8 +62,14 @@ void estimate_decode(const Setup& s, const Candidate& c, Option& o) {
   // (RTX 4060 272 GB/s, RTX 4090 1008 GB/s against dual-channel DDR5's ~60: 4.5x to 17x).
   if (device_bytes + host_bytes > 0) o.decode_relative = (device_bytes + host_bytes) / (device_bytes + 10 * host_bytes);
   if (!known || seconds <= 0) return;
-  o.decode_tps = 0.75 / seconds;
-  o.decode_tps_low = 0.55 / seconds;
+  // Pipeline stages run one after another for a token: the tightest stage's GPU stands for each (they differ by a
+  // layer or the embeddings). Links between nodes add their time, which is not a memory read (no efficiency factor).
+  const double stages = std::max(1, s.resolved.pipeline_stages);
+  const double link = s.interconnect ? engines::inter_node_seconds_per_token(*s.model, *s.interconnect, s.resolved.tensor_parallel,
+                                                                             s.tp_spans_nodes, s.stage_crossings)
+                                     : 0;
+  o.decode_tps = 1 / (seconds * stages / 0.75 + link);
+  o.decode_tps_low = 1 / (seconds * stages / 0.55 + link);
 }
 
 // Prefill: per token 2 FLOPs per active weight plus the attention over half the prompt on average
