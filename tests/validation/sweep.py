@@ -21,7 +21,7 @@ SWA_MODELS = {"gemma3-tiny", "gpt-oss-tiny", "gemma3n-tiny", "gemma4-tiny"}
 # Families whose architecture has no `graph:` rule in data/engines/llama.cpp.yaml: kvplan sizes their compute buffer
 # with the closed forms of docs/formulas.md §5.2, whose target is their upper bound (kvplan's compute high_bytes at
 # least llama.cpp's buffer); the error against the 10 % band is reported, not failed.
-CLOSED_FORM_COMPUTE = {"glm4moe-tiny", "gemma3n-tiny", "nemotron_h-tiny"}
+CLOSED_FORM_COMPUTE = {"glm4moe-tiny", "gemma3n-tiny", "nemotron_h-tiny", "llama4-tiny"}
 
 # The model whose contexts are expensive (Llama-3-8B width): the full sweep keeps its grid smaller.
 WIDE_MODELS = {"llama-wide"}
