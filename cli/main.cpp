@@ -156,6 +156,8 @@ int run(std::vector<std::string> raw, std::ostream& out, std::ostream& err) {
   int parallel = 1, top = 5;
   std::string build = "default", engine = "llama.cpp";
 
+  std::string rpc;
+  app.add_option("--rpc", rpc, "llama.cpp rpc-server hosts (one GPU each), placed before the local GPUs: host:port=rtx3090,host:port=24GB");
   std::vector<std::string> gpus;
   app.add_option("--gpu", gpus, "GPU name (rtx4090, \"RTX 3090\", h100-sxm) or size (24GB = 24 GiB); repeat it, or 2x24GB, for several GPUs; auto: this machine's GPUs")
       ->expected(1)
@@ -401,6 +403,11 @@ int run(std::vector<std::string> raw, std::ostream& out, std::ostream& err) {
 
   req.gpu = gpus.empty() ? std::string() : gpus.front();
   if (gpus.size() > 1) req.extra_gpus.assign(gpus.begin() + 1, gpus.end());
+  for (std::string item; const char ch : rpc + ",") {  // llama.cpp's --rpc is comma-separated (common/arg.cpp)
+    if (ch != ',') { item += ch; continue; }
+    if (!item.empty()) req.rpc_servers.push_back(item);
+    item.clear();
+  }
   req.model = model;
   req.task = task;
   req.engine = engine;

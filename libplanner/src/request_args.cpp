@@ -23,6 +23,11 @@ std::vector<std::string> request_args(const Request& r) {
   auto flag = [&](const std::string& f, bool on) { if (on) a.push_back(f); };
   put("--gpu", r.gpu);
   for (const auto& g : r.extra_gpus) put("--gpu", g);
+  if (!r.rpc_servers.empty()) {
+    std::string joined;
+    for (const auto& rpc : r.rpc_servers) joined += (joined.empty() ? "" : ",") + rpc;
+    put("--rpc", joined);
+  }
   put("--model", r.model_spec && r.model_spec->remote           ? r.model_spec->remote->id
                  : r.model_spec && !r.model_spec->file_paths.empty() ? r.model_spec->file_paths.front()
                                                                      : r.model);

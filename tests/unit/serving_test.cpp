@@ -204,3 +204,53 @@ TEST_CASE("serving flags: bad values and other engines are refused, naming the f
   g.weights = "mxfp4";
   CHECK_THROWS_WITH(plan(kvtest::catalog(), g), Catch::Contains("mxfp4") && Catch::Contains("release"));
 }
+
+TEST_CASE("llama.cpp over RPC: the hosts' devices come first, hold their layers, and get an rpc-server line each") {
+  // src/llama.cpp llama_model_load_from_file_impl: "add RPC servers at the front of the list"; without -ts the layers
+  // follow each device's free memory, which ggml-rpc reports for the remote.
+  Request r;
+  r.gpu = "rtx3090";
+  r.model = "llama-3.3-70b-instruct";
+  r.task = "chat";
+  r.rpc_servers = {"10.0.0.2:50052=rtx3090", "10.0.0.3:50053=16GB"};
+  const Plan p = plan(kvtest::catalog(), r);
+  REQUIRE(p.recommended());
+  REQUIRE(p.pools.size() == 4);  // two RPC devices, the local GPU, host RAM
+  CHECK(p.pools[0].device.find("RPC[10.0.0.2:50052]") != std::string::npos);
+  CHECK(p.pools[1].device.find("RPC[10.0.0.3:50053]") != std::string::npos);
+  CHECK(p.pools[1].capacity == 16LL << 30);
+  CHECK(p.pools[2].device.find("RPC") == std::string::npos);
+  const Option& best = *p.recommended();
+  for (const char* pool : {"gpu0", "gpu1", "gpu2"}) CHECK(best.sum("weights", pool) > 0);
+  // 24 : 16 : 24 GiB of devices: the 16 GiB host holds the fewest layers
+  CHECK(best.sum("weights", "gpu1") < best.sum("weights", "gpu0"));
+  CHECK(best.launch.find(" --rpc 10.0.0.2:50052,10.0.0.3:50053") != std::string::npos);
+  REQUIRE(best.launches.size() == 3);
+  CHECK(best.launches[1].name == "rpc-server0");
+  CHECK(best.launches[1].text == "rpc-server -H 0.0.0.0 -p 50052  # on 10.0.0.2");
+  CHECK(best.launches[2].text == "rpc-server -H 0.0.0.0 -p 50053  # on 10.0.0.3");
+}
+
+TEST_CASE("--rpc refuses what it cannot plan, naming the entry") {
+  auto refused = [](const std::string& entry, const char* engine = "llama.cpp") {
+    Request r;
+    r.gpu = "rtx3090";
+    r.model = "qwen2.5-7b-instruct";
+    r.engine = engine;
+    r.rpc_servers = {entry};
+    try {
+      (void)plan(kvtest::catalog(), r);
+    } catch (const InputError& e) {
+      CHECK(e.field() == "--rpc");
+      return true;
+    }
+    return false;
+  };
+  CHECK(refused("10.0.0.2:50052"));            // no device: its memory is unknown
+  CHECK(refused("10.0.0.2=24GB"));             // no port
+  CHECK(refused("10.0.0.2:99999=24GB"));       // port out of range
+  CHECK(refused(":50052=24GB"));               // no host
+  CHECK(refused("10.0.0.2:50052=rtx9999"));    // unknown GPU
+  CHECK(refused("10.0.0.2:50052=24GB", "vllm"));  // not llama.cpp
+  CHECK_FALSE(refused("10.0.0.2:50052=24GB"));
+}

@@ -24,6 +24,9 @@ struct Request {
   std::optional<std::string> backend;   // override the GPU's backend (cuda, metal, rocm, vulkan, sycl, cpu)
   std::string gpu;                   // catalog GPU name or a size such as "24GB", or "2x24GB" (required)
   std::vector<std::string> extra_gpus;  // --gpu repeated: the other devices in order (CUDA1, CUDA2, …)
+  // --rpc host:port=DEVICE,...: llama.cpp rpc-server hosts, each with its device (a catalog GPU or a size); llama.cpp
+  // puts them before the local GPUs (src/llama.cpp llama_model_load_from_file_impl: "add RPC servers at the front")
+  std::vector<std::string> rpc_servers;
   std::vector<double> tensor_split;  // --tensor-split: proportions per GPU (empty: by free memory, as llama.cpp)
   std::string split_mode = "layer";  // --split-mode layer | none (row is not modelled)
   std::string task = "general";      // data/tasks.yaml id
@@ -207,6 +210,7 @@ struct Option {
 // What the engine will actually do with the request, whatever option is chosen.
 struct Resolved {
   std::string engine, engine_build, backend, build;
+  std::vector<std::string> rpc_endpoints;  // host:port of each --rpc server, in device order
   std::string engine_id = "llama.cpp";  // --engine as resolved (llama.cpp, ollama, vllm, sglang, exllamav2, exllamav3, mlx)
   double memory_fraction = 0;           // vLLM --gpu-memory-utilization / SGLang --mem-fraction-static (0: n/a)
   bool backend_verified = true;

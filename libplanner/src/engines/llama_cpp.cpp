@@ -102,6 +102,11 @@ std::string launch_line(const ModelSpec& model, const Option& o, const Resolved&
   line += fmt::format(" -fa {} -ctk {} -ctv {}", o.flash_attn ? "on" : "off", o.cache_type_k, o.cache_type_v);
   line += r.placement == "kvplan" ? fmt::format(" -ngl {} --fit off", ngl) : fmt::format(" --fit on --fit-target {}", r.fit_target_mib);
   if (r.n_cpu_moe) line += *r.n_cpu_moe < 0 ? " --cpu-moe" : fmt::format(" --n-cpu-moe {}", *r.n_cpu_moe);
+  if (!r.rpc_endpoints.empty()) {
+    std::string rpc;
+    for (const auto& e : r.rpc_endpoints) rpc += (rpc.empty() ? "" : ",") + e;
+    line += " --rpc " + shell_quoted(rpc);
+  }
   for (const auto& ot : r.override_tensors) line += " -ot " + ot;
   if (!r.tensor_split.empty()) {
     std::string ts;
@@ -138,8 +143,15 @@ std::vector<Launch> launch_lines(const ModelSpec& model, const Option& o, const 
   cli.replace(0, server.size(), "llama-cli");
   if (const auto at = cli.find(slots); at != std::string::npos) cli.erase(at, slots.size());
   // One program's line: their compute differs (llama-server reserves logits for its slots, llama-cli for the ubatch).
-  if (r.program == "llama-cli") return {{"llama-cli", cli}};
-  return {{"llama-server", launch_line(model, o, r, default_ubatch, default_batch)}};
+  std::vector<Launch> out = {r.program == "llama-cli" ? Launch{"llama-cli", cli} : Launch{"llama-server", launch_line(model, o, r, default_ubatch, default_batch)}};
+  // Each host runs tools/rpc/rpc-server first (-H binds it beyond loopback, -p the port the main line names). Without
+  // -d it offers every accelerator of its host, so an entry stands for a host with one GPU (or one server per GPU).
+  for (size_t i = 0; i < r.rpc_endpoints.size(); ++i) {
+    const std::string& e = r.rpc_endpoints[i];
+    const auto colon = e.rfind(':');
+    out.push_back({fmt::format("rpc-server{}", i), fmt::format("rpc-server -H 0.0.0.0 -p {}  # on {}", e.substr(colon + 1), e.substr(0, colon))});
+  }
+  return out;
 }
 
 }  // namespace kvplan::engines

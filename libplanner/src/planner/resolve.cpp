@@ -402,8 +402,10 @@ std::vector<std::string> device_specs(Setup& s) {
                      : r.split_mode == "tensor" ? "tensor split (EXPERIMENTAL in llama.cpp b10454) is not modelled"
                                                 : "unknown split mode",
                      {"layer", "none"});
-  if (!r.tensor_split.empty() && r.tensor_split.size() != specs.size())
-    throw InputError("--tensor-split", fmt::format("{} values", r.tensor_split.size()), fmt::format("needs one value per GPU ({})", specs.size()));
+  const size_t n_devices = specs.size() + r.rpc_servers.size();  // llama.cpp's -ts counts the RPC devices first
+  if (!r.tensor_split.empty() && r.tensor_split.size() != n_devices)
+    throw InputError("--tensor-split", fmt::format("{} values", r.tensor_split.size()),
+                     fmt::format("needs one value per GPU ({}{})", n_devices, r.rpc_servers.empty() ? "" : ", the --rpc hosts first"));
   if (std::any_of(r.tensor_split.begin(), r.tensor_split.end(), [](double v) { return !std::isfinite(v) || v < 0 || v > 1e6; }) ||
       (!r.tensor_split.empty() && std::all_of(r.tensor_split.begin(), r.tensor_split.end(), [](double v) { return v == 0; })))
     throw InputError("--tensor-split", "", "needs non-negative proportions up to 1e6, not all zero");
@@ -423,6 +425,44 @@ std::string parallel_device_name(const Request& r, const std::string& gpu) {
 }
 
 // The devices, their pools, bandwidths and throughputs.
+// --rpc host:port=DEVICE: llama.cpp's RPC backend (tools/rpc/rpc-server.cpp) offers one remote device per host, which
+// holds layers, KV and a compute buffer like a local GPU of the same backend (the remote runs its own; kvplan sizes
+// it with the local one's rules). ggml-rpc reports the remote's free memory, which sets the default layer split.
+std::vector<Device> resolve_rpc(const Catalog& c, Setup& s) {
+  const Request& r = s.request;
+  std::vector<Device> out;
+  if (r.rpc_servers.empty()) return out;
+  if (s.runtime) throw InputError("--rpc", r.rpc_servers.front(), "is llama.cpp's RPC backend; " + s.runtime->name + " has none", {"--engine llama.cpp"});
+  if (r.split_mode == "none") throw InputError("--rpc", r.rpc_servers.front(), "needs --split-mode layer: with none llama.cpp uses the main GPU alone");
+  if (!r.free_per_gpu.empty()) throw InputError("--rpc", r.rpc_servers.front(), "give each host's free memory as its device (host:port=20GB), not --free auto");
+  if (!r.override_tensors.empty()) throw InputError("--rpc", r.rpc_servers.front(), "with --override-tensor is not modelled (the RPC devices' names come first)");
+  for (const std::string& entry : r.rpc_servers) {
+    const auto eq = entry.find('=');
+    const std::string endpoint = entry.substr(0, eq), device = eq == std::string::npos ? "" : entry.substr(eq + 1);
+    const auto colon = endpoint.rfind(':');
+    const std::string port = colon == std::string::npos ? "" : endpoint.substr(colon + 1);
+    const bool port_ok = !port.empty() && port.size() <= 5 && std::all_of(port.begin(), port.end(), [](char ch) { return std::isdigit(static_cast<unsigned char>(ch)); }) &&
+                         std::stoi(port) >= 1 && std::stoi(port) <= 65535;
+    if (colon == std::string::npos || colon == 0 || !port_ok)
+      throw InputError("--rpc", entry, "needs host:port (port 1..65535) and the host's device, e.g. 10.0.0.2:50052=rtx3090 or 10.0.0.2:50052=24GB");
+    if (device.empty()) throw InputError("--rpc", entry, "names no device: kvplan needs each host's GPU or memory, e.g. " + endpoint + "=24GB");
+    Device d;
+    if (is_size(c, device)) {
+      d.total = parse_size(device, "--rpc");
+      d.name = fmt::format("RPC[{}] {} GPU ({} GiB)", endpoint, device, format_gib(d.total));
+    } else {
+      d.gpu = &c.gpu(device, "--rpc");
+      if (d.gpu->unified()) throw InputError("--rpc", entry, "several devices need discrete GPUs (a unified-memory host is not modelled)");
+      d.total = d.gpu->total_mib * kMiB;
+      d.name = fmt::format("RPC[{}] {}", endpoint, d.gpu->name);
+    }
+    s.resolved.rpc_endpoints.push_back(endpoint);
+    out.push_back(d);
+  }
+  s.warnings.push_back("the --rpc hosts' layers send activations over the network each token; the speed estimate does not count the link");
+  return out;
+}
+
 std::vector<Device> resolve_devices(const Catalog& c, Setup& s, const std::vector<std::string>& specs) {
   const Request& r = s.request;
   Bytes total = 0;
@@ -451,6 +491,7 @@ std::vector<Device> resolve_devices(const Catalog& c, Setup& s, const std::vecto
     throw InputError("--free", format_size(*r.free), fmt::format("is more than the device's {}", format_size(total)));
   if (r.tensor_parallel * r.pipeline_parallel * r.data_parallel > 1) device_name = parallel_device_name(r, device_name);
   std::vector<Device> devices = {{s.gpu, total, device_name}};
+  const std::vector<Device> rpc_devices = resolve_rpc(c, s);
   for (size_t i = 1; i < specs.size(); ++i) {
     Device d;
     if (is_size(c, specs[i])) {
@@ -465,8 +506,9 @@ std::vector<Device> resolve_devices(const Catalog& c, Setup& s, const std::vecto
     }
     devices.push_back(d);
   }
+  devices.insert(devices.begin(), rpc_devices.begin(), rpc_devices.end());
   if (devices.size() > 1 && (s.backend->id == "cpu" || s.backend->id == "metal" || (s.gpu && s.gpu->unified())))
-    throw InputError("--gpu", r.gpu, "several devices need discrete GPUs");
+    throw InputError(rpc_devices.empty() ? "--gpu" : "--rpc", r.gpu, "several devices need discrete GPUs");
   for (size_t i = 0; i < r.free_per_gpu.size() && i < devices.size(); ++i)
     if (r.free_per_gpu[i] <= 0 || r.free_per_gpu[i] > devices[i].total)
       throw InputError("--free", format_size(r.free_per_gpu[i]), fmt::format("must be above 0 and at most {}'s {}", devices[i].name, format_size(devices[i].total)));
