@@ -403,9 +403,10 @@ int run(std::vector<std::string> raw, std::ostream& out, std::ostream& err) {
 
   req.gpu = gpus.empty() ? std::string() : gpus.front();
   if (gpus.size() > 1) req.extra_gpus.assign(gpus.begin() + 1, gpus.end());
-  for (std::string item; const char ch : rpc + ",") {  // llama.cpp's --rpc is comma-separated (common/arg.cpp)
+  // llama.cpp's --rpc is comma-separated (common/arg.cpp); an empty entry is kept, for the planner to refuse by name
+  for (std::string item; const char ch : rpc.empty() ? std::string() : rpc + ",") {
     if (ch != ',') { item += ch; continue; }
-    if (!item.empty()) req.rpc_servers.push_back(item);
+    req.rpc_servers.push_back(item);
     item.clear();
   }
   req.model = model;
