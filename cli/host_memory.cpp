@@ -3,6 +3,7 @@
 #include "text.hpp"
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <fstream>
 #include <limits>
@@ -46,15 +47,21 @@ void for_each_line(std::string_view text, F f) {
   }
 }
 
-// Small procfs/sysfs files only; the cap keeps a surprising file from being read whole.
+// Small procfs/sysfs files only; the cap keeps a surprising file from being read whole. Read in chunks: procfs
+// reports size 0, and a buffer of the cap's size would be zeroed on every call.
 std::optional<std::string> read_small_file(const std::string& path) {
   constexpr std::size_t kCap = 1 << 20;
   std::ifstream in(path, std::ios::binary);
   if (!in) return std::nullopt;
-  std::string out(kCap, '\0');
-  in.read(out.data(), static_cast<std::streamsize>(kCap));
+  std::string out;
+  std::array<char, 8192> chunk{};
+  while (out.size() < kCap) {
+    in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+    const auto got = static_cast<std::size_t>(in.gcount());
+    out.append(chunk.data(), std::min(got, kCap - out.size()));
+    if (got < chunk.size()) break;
+  }
   if (in.bad()) return std::nullopt;
-  out.resize(static_cast<std::size_t>(in.gcount()));
   return out;
 }
 

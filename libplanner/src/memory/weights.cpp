@@ -1,6 +1,8 @@
 #include <algorithm>
 #include <cctype>
+#include <deque>
 #include <memory>
+#include <string_view>
 
 #include <re2/re2.h>
 
@@ -10,6 +12,8 @@
 
 namespace kvplan {
 namespace {
+
+constexpr std::string_view kTiedOutputCopy = "output.weight (copy of token_embd)";
 
 // src/llama-quant.cpp use_more_bits: the first and last eighth of the layers and every third in between.
 bool use_more_bits(int i, int n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
@@ -26,69 +30,107 @@ bool layer_selected(const TensorTypeRule& r, int il, int n_layer) {
 }
 
 // Routed-expert weights (3-D in the GGUF: one matrix per expert).
-bool is_routed_expert(const std::string& base_name) {
+bool is_routed_expert(std::string_view base_name) {
   return base_name == "ffn_gate_exps" || base_name == "ffn_up_exps" || base_name == "ffn_down_exps";
 }
 
-bool rule_matches(const TensorTypeRule& r, const std::string& base_name, int il, const ModelSpec& m) {
-  if (std::find(r.tensors.begin(), r.tensors.end(), base_name) == r.tensors.end()) return false;
-  const int n_expert = m.moe ? m.moe->experts : 0;
-  // llama.cpp's IQ1/IQ2 attn_v test is "n_gqa() >= 4 || n_expert >= 4": a rule with both matches on either.
-  const bool gqa_ok = r.min_gqa > 0 && m.kv_heads > 0 && m.heads / m.kv_heads >= r.min_gqa;
-  const bool experts_ok = r.min_experts > 0 && n_expert >= r.min_experts;
-  if ((r.min_gqa > 0 || r.min_experts > 0) && !gqa_ok && !experts_ok) return false;
-  if (r.experts >= 0 && (m.moe ? m.moe->experts : 0) != r.experts) return false;
-  if (r.n_layer > 0 && m.layers != r.n_layer) return false;
-  return layer_selected(r, il, m.layers);
+// The type llama-quantize gives each tensor of a recipe (src/llama-quant.cpp llama_tensor_get_type: the format's
+// default type, its per-tensor overrides, and the fallback for rows that do not divide into the type's block).
+// The rules naming a tensor kind, and their conditions on the model, are found once per kind rather than per
+// tensor: a 64-layer model has ~800 tensors per format and the ranker sizes every offered format.
+class RecipeTyper {
+ public:
+  RecipeTyper(const ModelSpec& m, const WeightFormat& f, const EngineSpec& e)
+      : model_(m), format_(f), engine_(e), field_("weights " + f.id) {}
+
+  const GgmlType& operator()(std::string_view base_name, int il, std::int64_t ne0) {
+    // A checkpoint released with quantized experts (gpt-oss: MXFP4) is converted with the experts as they are
+    // (convert_hf_to_gguf.py GptOssModel repacks the blocks, whatever --outtype) and published GGUFs keep them
+    // at every file type (bartowski: "all quants keep the feed forward networks at mxfp4"; sizes in weights_test).
+    if (!model_.native_expert_type.empty() && is_routed_expert(base_name)) return lookup(model_.native_expert_type);
+    // A tied model has no output tensor; llama-quantize then treats token_embd as the output.
+    const std::string_view role = (base_name == "token_embd" && model_.tied_embeddings) ? "output" : base_name;
+    const std::string* chosen = &format_.base_type;
+    for (const TensorTypeRule* r : rules_for(role))
+      if (layer_selected(*r, il, model_.layers)) chosen = &r->type;
+    const GgmlType* type = &lookup(*chosen);
+    for (int guard = 0; guard < 4; ++guard) {  // llama-quant.cpp: "tensor cols not divisible by QK_K" fallback chain
+      if (ne0 % type->block == 0) break;
+      auto it = engine_.quant_fallback.find(type->name);
+      type = &lookup(it != engine_.quant_fallback.end() ? it->second : std::string("f16"));
+    }
+    return *type;
+  }
+
+  const GgmlType& lookup(const std::string& name) {
+    for (const auto& [n, t] : types_)
+      if (n == name) return *t;
+    const GgmlType& t = engine_.type(name, field_);
+    types_.emplace_back(name, &t);
+    return t;
+  }
+
+ private:
+  // The rules that name `role` and whose conditions on the whole model hold, in the format's order.
+  const std::vector<const TensorTypeRule*>& rules_for(std::string_view role) {
+    for (const auto& [r, rules] : kinds_)
+      if (r == role) return rules;
+    std::vector<const TensorTypeRule*> rules;
+    for (const auto& r : format_.rules)
+      if (std::find(r.tensors.begin(), r.tensors.end(), role) != r.tensors.end() && holds_for_model(r)) rules.push_back(&r);
+    kinds_.emplace_back(std::string(role), std::move(rules));
+    return kinds_.back().second;
+  }
+
+  bool holds_for_model(const TensorTypeRule& r) const {
+    const int n_expert = model_.moe ? model_.moe->experts : 0;
+    // llama.cpp's IQ1/IQ2 attn_v test is "n_gqa() >= 4 || n_expert >= 4": a rule with both matches on either.
+    const bool gqa_ok = r.min_gqa > 0 && model_.kv_heads > 0 && model_.heads / model_.kv_heads >= r.min_gqa;
+    const bool experts_ok = r.min_experts > 0 && n_expert >= r.min_experts;
+    if ((r.min_gqa > 0 || r.min_experts > 0) && !gqa_ok && !experts_ok) return false;
+    if (r.experts >= 0 && n_expert != r.experts) return false;
+    return r.n_layer <= 0 || model_.layers == r.n_layer;
+  }
+
+  const ModelSpec& model_;
+  const WeightFormat& format_;
+  const EngineSpec& engine_;
+  const std::string field_;
+  std::deque<std::pair<std::string, std::vector<const TensorTypeRule*>>> kinds_;  // deque: references stay valid
+  std::vector<std::pair<std::string, const GgmlType*>> types_;
+};
+
+// One tensor of a recipe before it has a name: "blk.<il>.<base><suffix>" (no "blk." part when il < 0).
+struct RecipeTensor {
+  int il;
+  std::string_view base, suffix;
+  const GgmlType& type;
+  std::int64_t ne0, nrows;
+  bool on_host;
+};
+
+std::string tensor_name(const RecipeTensor& t) {
+  std::string name;
+  name.reserve(t.base.size() + t.suffix.size() + 16);
+  if (t.il >= 0) name.append("blk.").append(std::to_string(t.il)).append(".");
+  return name.append(t.base).append(t.suffix);
 }
 
-}  // namespace
-
-// The tensors of a GGUF for `model` and the type llama-quantize gives each (src/llama-quant.cpp
-// llama_tensor_get_type: the format's default type, its per-tensor overrides, and the fallback for
-// rows that do not divide into the type's block). Norms, biases, sinks and the MoE router stay f32.
-std::vector<WeightTensor> weight_tensors(const ModelSpec& m, const WeightFormat& format, const EngineSpec& engine) {
-  if (!m.file_tensors.empty()) return m.file_tensors;  // a GGUF's own tensors
-  if (m.mla || m.recurrent)
-    throw InputError("--weights", format.id, "no per-tensor recipe for " + m.arch + " models in the catalog; sized from params");
-  std::vector<WeightTensor> out;
-  out.reserve(static_cast<size_t>(std::max(0, m.layers)) * 24 + 4);
+// The tensors of a GGUF for `model` as llama.cpp's load_tensors creates them, each passed to `emit` in file
+// order. Norms, biases, sinks and the MoE router stay f32.
+template <class Emit>
+void for_each_recipe_tensor(const ModelSpec& m, RecipeTyper& typer, Emit&& emit) {
   // phi3 and chatglm store one attn_qkv and a fused gate|up in ffn_up (src/llama-model.cpp load_tensors)
   const bool fused_qkv = m.arch == "phi3" || m.arch == "chatglm";
   // gpt-oss (LLM_ARCH_OPENAI_MOE load_tensors) also has an attn_output bias, a router bias and per-expert biases
   const bool moe_biases = m.arch == "gpt-oss";
-  static const std::string output_role = "output";
-  const std::string field = "weights " + format.id;
-  auto type_for = [&](const std::string& base_name, int il, std::int64_t ne0) {
-    // A tied model has no output tensor; llama-quantize then treats token_embd as the output.
-    const std::string& role = (base_name == "token_embd" && m.tied_embeddings) ? output_role : base_name;
-    // A checkpoint released with quantized experts (gpt-oss: MXFP4) is converted with the experts as they are
-    // (convert_hf_to_gguf.py GptOssModel repacks the blocks, whatever --outtype) and published GGUFs keep them
-    // at every file type (bartowski: "all quants keep the feed forward networks at mxfp4"; sizes in weights_test).
-    if (!m.native_expert_type.empty() && is_routed_expert(base_name)) return m.native_expert_type;
-    const std::string* chosen = &format.base_type;
-    for (const auto& r : format.rules)
-      if (rule_matches(r, role, il, m)) chosen = &r.type;
-    std::string type = *chosen;
-    for (int guard = 0; guard < 4; ++guard) {  // llama-quant.cpp: "tensor cols not divisible by QK_K" fallback chain
-      const GgmlType& t = engine.type(type, field);
-      if (ne0 % t.block == 0) break;
-      auto it = engine.quant_fallback.find(type);
-      type = it != engine.quant_fallback.end() ? it->second : "f16";
-    }
-    return type;
+  const GgmlType& f32 = typer.lookup("f32");
+  auto matrix = [&](std::string_view base, int il, std::int64_t ne0, std::int64_t rows, bool host = false) {
+    emit(RecipeTensor{il, base, ".weight", typer(base, il, ne0), ne0, rows, host});
   };
-  auto name_of = [](int il, const std::string& base, const char* suffix) {  // "blk.3.attn_v.weight"
-    std::string name;
-    name.reserve(base.size() + 16);
-    if (il >= 0) name.append("blk.").append(std::to_string(il)).append(".");
-    return name.append(base).append(suffix);
+  auto vec = [&](std::string_view base, int il, std::int64_t n, std::string_view suffix = ".weight") {
+    emit(RecipeTensor{il, base, suffix, f32, n, 1, false});
   };
-  auto matrix = [&](const std::string& base_name, int il, std::int64_t ne0, std::int64_t rows, bool host = false) {
-    out.push_back({name_of(il, base_name, ".weight"), type_for(base_name, il, ne0), ne0, rows, host});
-  };
-  auto vec = [&](const std::string& name, int il, std::int64_t n) { out.push_back({name_of(il, name, ""), "f32", n, 1, false}); };
-
   const std::int64_t embd = m.embd;
   const std::int64_t q_width = checked_mul(m.heads, m.head_dim_k, "head_count x key_length");
   const std::int64_t k_width = checked_mul(m.kv_heads, m.head_dim_k, "head_count_kv x key_length");
@@ -98,7 +140,7 @@ std::vector<WeightTensor> weight_tensors(const ModelSpec& m, const WeightFormat&
   // src/llama-model.cpp load_tensors: dev_input is always the CPU, so token_embd stays in host memory.
   matrix("token_embd", -1, embd, m.vocab, /*host=*/true);
   for (int il = 0; il < m.layers; ++il) {
-    vec("attn_norm.weight", il, embd);
+    vec("attn_norm", il, embd);
     if (fused_qkv) {
       matrix("attn_qkv", il, embd, q_width + k_width + v_width);
     } else {
@@ -107,35 +149,34 @@ std::vector<WeightTensor> weight_tensors(const ModelSpec& m, const WeightFormat&
       matrix("attn_v", il, embd, v_width);
     }
     if (m.qkv_bias) {
-      vec("attn_q.bias", il, q_width);
-      vec("attn_k.bias", il, k_width);
-      vec("attn_v.bias", il, v_width);
+      vec("attn_q", il, q_width, ".bias");
+      vec("attn_k", il, k_width, ".bias");
+      vec("attn_v", il, v_width, ".bias");
     }
     if (m.qk_norm) {
-      vec("attn_q_norm.weight", il, m.head_dim_k);
-      vec("attn_k_norm.weight", il, m.head_dim_k);
+      vec("attn_q_norm", il, m.head_dim_k);
+      vec("attn_k_norm", il, m.head_dim_k);
     }
-    if (m.attn_sinks) vec("attn_sinks.weight", il, m.heads);
+    if (m.attn_sinks) vec("attn_sinks", il, m.heads);
     matrix("attn_output", il, o_width, embd);
-    if (moe_biases) vec("attn_output.bias", il, embd);
+    if (moe_biases) vec("attn_output", il, embd, ".bias");
     if (m.post_norms) {
-      vec("post_attention_norm.weight", il, embd);
-      vec("post_ffw_norm.weight", il, embd);
+      vec("post_attention_norm", il, embd);
+      vec("post_ffw_norm", il, embd);
     }
-    vec("ffn_norm.weight", il, embd);
+    vec("ffn_norm", il, embd);
     if (m.is_moe_layer(il)) {  // else dense: leading layers (glm4-moe.cpp, deepseek2.cpp n_layer_dense_lead), Llama 4's interleave
       const std::int64_t e = m.moe->experts, eff = m.moe->expert_ff;
-      out.push_back({"blk." + std::to_string(il) + ".ffn_gate_inp.weight", "f32", embd, e, false});
+      emit(RecipeTensor{il, "ffn_gate_inp", ".weight", f32, embd, e, false});
       const std::int64_t rows = checked_mul(eff, e, "expert_feed_forward_length x expert_count");
       matrix("ffn_gate_exps", il, embd, rows);
       matrix("ffn_up_exps", il, embd, rows);
       matrix("ffn_down_exps", il, eff, checked_mul(embd, e, "embedding_length x expert_count"));
       if (moe_biases) {
-        const std::string blk = "blk." + std::to_string(il) + ".";
-        out.push_back({blk + "ffn_gate_inp.bias", "f32", e, 1, false});
-        out.push_back({blk + "ffn_gate_exps.bias", "f32", eff, e, false});
-        out.push_back({blk + "ffn_up_exps.bias", "f32", eff, e, false});
-        out.push_back({blk + "ffn_down_exps.bias", "f32", embd, e, false});
+        emit(RecipeTensor{il, "ffn_gate_inp", ".bias", f32, e, 1, false});
+        emit(RecipeTensor{il, "ffn_gate_exps", ".bias", f32, eff, e, false});
+        emit(RecipeTensor{il, "ffn_up_exps", ".bias", f32, eff, e, false});
+        emit(RecipeTensor{il, "ffn_down_exps", ".bias", f32, embd, e, false});
       }
       if (m.moe->shared_ff > 0) {
         matrix("ffn_gate_shexp", il, embd, m.moe->shared_ff);
@@ -151,13 +192,32 @@ std::vector<WeightTensor> weight_tensors(const ModelSpec& m, const WeightFormat&
       matrix("ffn_down", il, m.ff, embd);
     }
   }
-  vec("output_norm.weight", -1, embd);
+  vec("output_norm", -1, embd);
   // A tied model duplicates token_embd as the output matrix on the GPU (TENSOR_DUPLICATED).
   if (m.tied_embeddings) {
-    out.push_back({"output.weight (copy of token_embd)", out.front().type, embd, m.vocab, false});
+    emit(RecipeTensor{-1, kTiedOutputCopy, "", typer("token_embd", -1, embd), embd, m.vocab, false});
   } else {
     matrix("output", -1, embd, m.vocab);
   }
+}
+
+void check_has_recipe(const ModelSpec& m, const WeightFormat& format) {
+  if (m.mla || m.recurrent)
+    throw InputError("--weights", format.id, "no per-tensor recipe for " + m.arch + " models in the catalog; sized from params");
+}
+
+}  // namespace
+
+// The tensors of a GGUF for `model` and the type llama-quantize gives each; a GGUF's own tensors as they are.
+std::vector<WeightTensor> weight_tensors(const ModelSpec& m, const WeightFormat& format, const EngineSpec& engine) {
+  if (!m.file_tensors.empty()) return m.file_tensors;
+  check_has_recipe(m, format);
+  std::vector<WeightTensor> out;
+  out.reserve(static_cast<size_t>(std::max(0, m.layers)) * 24 + 4);
+  RecipeTyper typer(m, format, engine);
+  for_each_recipe_tensor(m, typer, [&](const RecipeTensor& t) {
+    out.push_back({tensor_name(t), t.type.name, t.ne0, t.nrows, t.on_host});
+  });
   return out;
 }
 
@@ -211,79 +271,27 @@ std::unique_ptr<RE2> compile_override(const std::string& pattern) {
   return std::make_unique<RE2>(pattern, o);
 }
 
-// The GPU a tensor lives on, or -1 for the CPU.
-int device_of(const WeightTensor& t, const Placement& p, const Overrides& overrides) {
-  if (t.on_host) return -1;
-  for (const auto& [pattern, device] : overrides)
-    if (RE2::PartialMatch(t.name, *pattern)) return device;
-  const int il = layer_of(t.name);
+// The GPU a tensor lives on, or -1 for the CPU. `name()` is built only when -ot patterns need it.
+template <class Name>
+int device_of(bool on_host, int il, bool routed_expert, Name&& name, const Placement& p, const Overrides& overrides) {
+  if (on_host) return -1;
+  if (!overrides.empty()) {
+    const std::string& n = name();
+    for (const auto& [pattern, device] : overrides)
+      if (RE2::PartialMatch(n, *pattern)) return device;
+  }
   if (il < 0) return p.device_of(p.n_layer);  // output, output_norm (and a tied output copy)
-  if (il < p.cpu_moe_layers && t.name.find("_exps") != std::string::npos) return -1;
+  if (il < p.cpu_moe_layers && routed_expert) return -1;
   return p.device_of(il);
 }
-}  // namespace
 
-WeightBytes weight_bytes(const ModelSpec& m, const WeightFormat& format, const EngineSpec& engine, const BackendSpec& backend,
-                         const Placement& placement) {
-  const BackendSpec& cpu = engine.backend("cpu");
-  const bool from_file = !m.file_tensors.empty();
-  if (!from_file && (m.mla || m.recurrent) && !placement.overrides.empty())
-    throw InputError("--override-tensor", placement.overrides.front().first,
-                     m.name + " is sized from its parameter count (no per-tensor recipe): give its GGUF file to place tensors");
-  if (!from_file && (m.mla || m.recurrent)) {
-    // Catalog entries of these families have no tensor recipe yet: params × the format's measured
-    // bits per weight (Llama-3.1-8B, tools/quantize README), a labelled estimate with a wider bound;
-    // layers split in proportion under partial offload.
-    if (format.bpw_llama31_8b <= 0)
-      throw InputError("--weights", format.id, "has no measured bits per weight to size " + m.name + " from its parameter count");
-    const GgmlType& embd_type = engine.type(format.base_type.empty() ? "f16" : format.base_type, "weights " + format.id);
-    const Bytes embd = embd_type.block > 1 && m.embd % embd_type.block != 0
-                           ? checked_mul(2LL * m.embd, m.vocab, "embedding_length x vocabulary")
-                           : checked_mul(embd_type.row_size(m.embd), m.vocab, "embedding_length x vocabulary");
-    const Bytes total = checked_bytes(static_cast<double>(m.params) * format.bpw_llama31_8b / 8, "parameter count x bits per weight");
-    const Bytes body = std::max<Bytes>(0, total - embd);
-    const double gpu_share = static_cast<double>(m.layers - placement.first_gpu_layer) / m.layers;
-    const Bytes dev = static_cast<Bytes>(static_cast<double>(body) * gpu_share) + (m.tied_embeddings && placement.output_on_gpu ? embd : 0);
-    const Bytes host = embd + (body - static_cast<Bytes>(static_cast<double>(body) * gpu_share));
-    auto high = [&](Bytes b) { return checked_bytes(static_cast<double>(b) * (1 + engine.weights_rel_error_fallback), "weights"); };
-    WeightBytes out{Figure{dev, dev, high(dev), Accuracy::estimate}, Figure{host, host, high(host), Accuracy::estimate}, {}, 0};
-    if (placement.partial()) out.largest_host_matrix = body / std::max(1, m.layers) / 3;  // about one FFN matrix of a layer
-    out.lookup_host = embd;
-    // several GPUs: the repeating layers in proportion to each device's layers, tied output on the output's device
-    const int n = placement.devices();
-    std::vector<int> layers_on(static_cast<size_t>(n), 0);
-    for (int il = 0; il < m.layers; ++il)
-      if (const int d = placement.device_of(il); d >= 0) ++layers_on[static_cast<size_t>(d)];
-    for (int d = 0; d < n; ++d) {
-      Bytes b = static_cast<Bytes>(static_cast<double>(body) * layers_on[static_cast<size_t>(d)] / m.layers);
-      if (m.tied_embeddings && placement.device_of(m.layers) == d) b += embd;
-      out.per_device.push_back(Figure{b, b, high(b), Accuracy::estimate});
-    }
-    return out;
-  }
-  if (!from_file && format.base_type.empty())
-    throw InputError("--weights", format.id, "has no per-tensor recipe in data/weights; cannot size it");
+// Weight bytes summed per buffer as tensors are placed.
+struct WeightSums {
   Bytes dev = 0, dev_raw = 0, host = 0, host_raw = 0, largest_host_matrix = 0, lookup_host = 0;
-  std::vector<Figure> per_device(static_cast<size_t>(placement.devices()));
-  Overrides overrides;
-  for (const auto& [pattern, device] : placement.overrides) {
-    auto re = compile_override(pattern);
-    if (!re->ok()) throw InputError("--override-tensor", pattern, "is not a valid regular expression (RE2 syntax): " + re->error());
-    overrides.emplace_back(std::move(re), device);
-  }
-  const EngineSpec::ArchRule* arch = engine.arch(m.arch);
-  const bool tied_output_copy = arch && arch->tied_output_copy;
-  const std::string field = "weights " + format.id;
-  for (const auto& t : weight_tensors(m, format, engine)) {
-    const int device = device_of(t, placement, overrides);
+  std::vector<Figure> per_device;
+
+  void add(int device, const Figure& f, std::int64_t nrows, bool token_embd) {
     const bool gpu = device >= 0;
-    // The output copy of a tied model exists only on another device than token_embd's (an offloaded
-    // output layer on a GPU); on the CPU backend, or with the output layer in RAM, it is the same tensor.
-    // Gemma 3n creates the output before token_embd (src/models/gemma3n.cpp load_arch_tensors), so create_tensor's
-    // TENSOR_DUPLICATED lookup finds nothing and allocates a second copy even in the same buffer (arch rule tied_output_copy).
-    if ((!gpu || backend.id == "cpu") && !tied_output_copy && t.name.find("copy of token_embd") != std::string::npos) continue;
-    const GgmlType& type = engine.type(t.type, field);
-    const Figure f = tensor_bytes(type, t.ne0, t.nrows, gpu ? backend : cpu);
     Bytes& sum = gpu ? dev : host;
     Bytes& sum_raw = gpu ? dev_raw : host_raw;
     sum = checked_add(sum, f.bytes, "weight bytes");
@@ -295,23 +303,110 @@ WeightBytes weight_bytes(const ModelSpec& m, const WeightFormat& format, const E
     }
     // op offload (ggml-cuda ggml_backend_cuda_device_offload_op): host weights used in matmuls are
     // copied into the GPU compute buffer for batches >= 32; token_embd is a get_rows, not a matmul.
-    if (!gpu && t.nrows > 1 && t.name != "token_embd.weight") largest_host_matrix = std::max(largest_host_matrix, f.unpadded);
-    if (!gpu && t.name == "token_embd.weight") lookup_host += f.bytes;
+    if (!gpu && nrows > 1 && !token_embd) largest_host_matrix = std::max(largest_host_matrix, f.unpadded);
+    if (!gpu && token_embd) lookup_host += f.bytes;
+  }
+};
+
+// The output copy of a tied model exists only on another device than token_embd's (an offloaded output layer on
+// a GPU); on the CPU backend, or with the output layer in RAM, it is the same tensor. Gemma 3n creates the output
+// before token_embd (src/models/gemma3n.cpp load_arch_tensors), so create_tensor's TENSOR_DUPLICATED lookup finds
+// nothing and allocates a second copy even in the same buffer (arch rule tied_output_copy).
+bool copy_allocated(bool gpu, const BackendSpec& backend, const EngineSpec& engine, const ModelSpec& m) {
+  if (gpu && backend.id != "cpu") return true;
+  const EngineSpec::ArchRule* arch = engine.arch(m.arch);
+  return arch && arch->tied_output_copy;
+}
+}  // namespace
+
+// Catalog entries of these families have no tensor recipe yet: params × the format's measured bits per weight
+// (Llama-3.1-8B, tools/quantize README), a labelled estimate with a wider bound; layers split in proportion under
+// partial offload.
+WeightBytes weight_bytes_from_params(const ModelSpec& m, const WeightFormat& format, const EngineSpec& engine,
+                                     const Placement& placement) {
+  if (format.bpw_llama31_8b <= 0)
+    throw InputError("--weights", format.id, "has no measured bits per weight to size " + m.name + " from its parameter count");
+  const GgmlType& embd_type = engine.type(format.base_type.empty() ? "f16" : format.base_type, "weights " + format.id);
+  const Bytes embd = embd_type.block > 1 && m.embd % embd_type.block != 0
+                         ? checked_mul(2LL * m.embd, m.vocab, "embedding_length x vocabulary")
+                         : checked_mul(embd_type.row_size(m.embd), m.vocab, "embedding_length x vocabulary");
+  const Bytes total = checked_bytes(static_cast<double>(m.params) * format.bpw_llama31_8b / 8, "parameter count x bits per weight");
+  const Bytes body = std::max<Bytes>(0, total - embd);
+  const double gpu_share = static_cast<double>(m.layers - placement.first_gpu_layer) / m.layers;
+  const Bytes dev = static_cast<Bytes>(static_cast<double>(body) * gpu_share) + (m.tied_embeddings && placement.output_on_gpu ? embd : 0);
+  const Bytes host = embd + (body - static_cast<Bytes>(static_cast<double>(body) * gpu_share));
+  auto high = [&](Bytes b) { return checked_bytes(static_cast<double>(b) * (1 + engine.weights_rel_error_fallback), "weights"); };
+  WeightBytes out{Figure{dev, dev, high(dev), Accuracy::estimate}, Figure{host, host, high(host), Accuracy::estimate}, {}, 0};
+  if (placement.partial()) out.largest_host_matrix = body / std::max(1, m.layers) / 3;  // about one FFN matrix of a layer
+  out.lookup_host = embd;
+  // several GPUs: the repeating layers in proportion to each device's layers, tied output on the output's device
+  const int n = placement.devices();
+  std::vector<int> layers_on(static_cast<size_t>(n), 0);
+  for (int il = 0; il < m.layers; ++il)
+    if (const int d = placement.device_of(il); d >= 0) ++layers_on[static_cast<size_t>(d)];
+  for (int d = 0; d < n; ++d) {
+    Bytes b = static_cast<Bytes>(static_cast<double>(body) * layers_on[static_cast<size_t>(d)] / m.layers);
+    if (m.tied_embeddings && placement.device_of(m.layers) == d) b += embd;
+    out.per_device.push_back(Figure{b, b, high(b), Accuracy::estimate});
+  }
+  return out;
+}
+
+WeightBytes weight_bytes(const ModelSpec& m, const WeightFormat& format, const EngineSpec& engine, const BackendSpec& backend,
+                         const Placement& placement) {
+  const BackendSpec& cpu = engine.backend("cpu");
+  const bool from_file = !m.file_tensors.empty();
+  if (!from_file && (m.mla || m.recurrent) && !placement.overrides.empty())
+    throw InputError("--override-tensor", placement.overrides.front().first,
+                     m.name + " is sized from its parameter count (no per-tensor recipe): give its GGUF file to place tensors");
+  if (!from_file && (m.mla || m.recurrent)) return weight_bytes_from_params(m, format, engine, placement);
+  if (!from_file && format.base_type.empty())
+    throw InputError("--weights", format.id, "has no per-tensor recipe in data/weights; cannot size it");
+  WeightSums sums;
+  sums.per_device.resize(static_cast<size_t>(placement.devices()));
+  Overrides overrides;
+  for (const auto& [pattern, device] : placement.overrides) {
+    auto re = compile_override(pattern);
+    if (!re->ok()) throw InputError("--override-tensor", pattern, "is not a valid regular expression (RE2 syntax): " + re->error());
+    overrides.emplace_back(std::move(re), device);
+  }
+  if (from_file) {
+    const std::string field = "weights " + format.id;
+    for (const auto& t : m.file_tensors) {
+      const bool expert = t.name.find("_exps") != std::string::npos;
+      const int device = device_of(t.on_host, layer_of(t.name), expert, [&]() -> const std::string& { return t.name; }, placement, overrides);
+      if (t.name == kTiedOutputCopy && !copy_allocated(device >= 0, backend, engine, m)) continue;
+      const Figure f = tensor_bytes(engine.type(t.type, field), t.ne0, t.nrows, device >= 0 ? backend : cpu);
+      sums.add(device, f, t.nrows, t.name == "token_embd.weight");
+    }
+  } else {
+    check_has_recipe(m, format);
+    RecipeTyper typer(m, format, engine);
+    std::string name;
+    for_each_recipe_tensor(m, typer, [&](const RecipeTensor& t) {
+      const bool expert = t.base.find("_exps") != std::string_view::npos;
+      auto name_of = [&]() -> const std::string& { return name = tensor_name(t); };
+      const int device = device_of(t.on_host, t.il, expert, name_of, placement, overrides);
+      if (t.base == kTiedOutputCopy && !copy_allocated(device >= 0, backend, engine, m)) return;
+      const Figure f = tensor_bytes(t.type, t.ne0, t.nrows, device >= 0 ? backend : cpu);
+      sums.add(device, f, t.nrows, t.il < 0 && t.base == "token_embd");
+    });
   }
   WeightBytes out;
-  out.largest_host_matrix = largest_host_matrix;
-  out.lookup_host = lookup_host;
+  out.largest_host_matrix = sums.largest_host_matrix;
+  out.lookup_host = sums.lookup_host;
+  const Bytes dev = sums.dev, dev_raw = sums.dev_raw, host = sums.host, host_raw = sums.host_raw;
   if (from_file) {  // the file's own tensors: what the backend allocates, to the byte
     out.device = Figure::exact(dev, dev_raw);
     out.host = Figure::exact(host, host_raw);
-    for (const auto& f : per_device) out.per_device.push_back(Figure::exact(f.bytes, f.unpadded));
+    for (const auto& f : sums.per_device) out.per_device.push_back(Figure::exact(f.bytes, f.unpadded));
     return out;
   }
   // An estimate: a given GGUF may use another mix (imatrix, a newer llama-quantize).
   auto high = [&](Bytes b) { return checked_bytes(static_cast<double>(b) * (1 + engine.weights_rel_error), "weights"); };
   out.device = Figure{dev, dev_raw, high(dev), Accuracy::estimate};
   out.host = Figure{host, host_raw, high(host), Accuracy::estimate};
-  for (const auto& f : per_device) out.per_device.push_back(Figure{f.bytes, f.unpadded, high(f.bytes), Accuracy::estimate});
+  for (const auto& f : sums.per_device) out.per_device.push_back(Figure{f.bytes, f.unpadded, high(f.bytes), Accuracy::estimate});
   return out;
 }
 
