@@ -119,9 +119,33 @@ Resolved resolved_for(const Setup& s, const Candidate& c, Option& o) {
   return res;
 }
 
+// The options of every candidate, sized and split by the fit check, each with where it came from.
+struct Sized {
+  struct Origin {
+    const Candidate* candidate;
+    bool at_cap;
+  };
+  std::vector<Option> fitting, failing;
+  std::vector<Origin> fitting_origins, failing_origins;
+  void add(Option o, int ctx, const Candidate& c, bool at_cap) {
+    if (o.fits() && ctx > 0) {
+      fitting.push_back(std::move(o));
+      fitting_origins.push_back({&c, at_cap});
+    } else {
+      failing.push_back(std::move(o));
+      failing_origins.push_back({&c, at_cap});
+    }
+  }
+  // an option at the task minimum that rates mild or better: the model fits the GPU for the task
+  bool good_at_min() const {
+    return std::any_of(fitting.begin(), fitting.end(), [](const Option& o) { return !o.below_task_min && o.quality.risk <= Risk::mild; });
+  }
+};
+
 // One candidate as an option: its context (pinned, or the largest that fits up to the cap), every allocation,
-// its quality, speed, reason and launch lines. ctx_found is 0 when nothing fits even at one step.
-Option size_option(const Setup& s, const Candidate& c, const std::string& mode, int cap, int& ctx_found) {
+// its quality and speed: what the ranking needs. ctx_found is 0 when nothing fits even at one step; at_cap says
+// the search stopped at the cap (dress_option's warnings).
+Option size_option(const Setup& s, const Candidate& c, const std::string& mode, int cap, int& ctx_found, bool& at_cap) {
   const Request& r = s.request;
   const int slots = r.kv_unified || s.own_memory ? 1 : r.n_parallel;
   int ctx = 0;
@@ -133,36 +157,25 @@ Option size_option(const Setup& s, const Candidate& c, const std::string& mode, 
     if (mode == "rank" && ctx < cap && ctx >= 2048 * slots) ctx = ctx / (1024 * slots) * (1024 * slots);
   }
   ctx_found = ctx;
+  at_cap = ctx == cap;
   Option o = account(s, c, ctx > 0 ? ctx : static_cast<int>(std::min<long long>(cap, std::max<long long>(kMinCtx, static_cast<long long>(s.min_ctx) * slots))));
   score(s, c, o);
-  const Resolved res = resolved_for(s, c, o);
-  o.warnings = option_warnings(s, c, o, mode, ctx == cap);
-  o.reason = reason_for(s, o);
-  o.launches = s.runtime ? engines::runtime_launches(*s.catalog, *s.runtime, *s.model, o, res)
-                         : engines::launch_lines(*s.model, o, res, s.engine->default_ubatch, s.engine->default_batch);
-  o.launch = o.launches.front().text;
+  resolved_for(s, c, o);
   estimate_speed(s, c, o);
   o.score = objective(s, o, mode == "max_context");
   return o;
 }
 
-// The options of every candidate, sized and split by the fit check.
-struct Sized {
-  std::vector<Option> fitting, failing;
-  std::vector<const Candidate*> failing_candidates;
-  void add(Option o, int ctx, const Candidate& c) {
-    if (o.fits() && ctx > 0) {
-      fitting.push_back(std::move(o));
-    } else {
-      failing.push_back(std::move(o));
-      failing_candidates.push_back(&c);
-    }
-  }
-  // an option at the task minimum that rates mild or better: the model fits the GPU for the task
-  bool good_at_min() const {
-    return std::any_of(fitting.begin(), fitting.end(), [](const Option& o) { return !o.below_task_min && o.quality.risk <= Risk::mild; });
-  }
-};
+// What is said of an option the plan shows: its warnings, reason and launch lines. Only the options that are
+// printed get them (the mission sizes ~200 candidates and shows 5).
+void dress_option(const Setup& s, const Sized::Origin& origin, const std::string& mode, Option& o) {
+  const Resolved res = resolved_for(s, *origin.candidate, o);
+  o.warnings = option_warnings(s, *origin.candidate, o, mode, origin.at_cap);
+  o.reason = reason_for(s, o);
+  o.launches = s.runtime ? engines::runtime_launches(*s.catalog, *s.runtime, *s.model, o, res)
+                         : engines::launch_lines(*s.model, o, res, s.engine->default_ubatch, s.engine->default_batch);
+  o.launch = o.launches.front().text;
+}
 
 std::string duration(double seconds) {
   if (seconds < 90) return fmt::format("{:.0f} s", seconds);
@@ -204,7 +217,7 @@ std::string layers_that_fit(const Setup& s, const Candidate& closest_candidate, 
 }
 
 // Nothing fits: the closest options, what is missing and what would fit instead.
-void report_nothing_fits(const Setup& s, std::vector<Option> failing, const std::vector<const Candidate*>& candidates, Plan& out) {
+void report_nothing_fits(const Setup& s, std::vector<Option> failing, const std::vector<Sized::Origin>& origins, Plan& out) {
   const Request& r = s.request;
   std::vector<size_t> order(failing.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
@@ -217,39 +230,45 @@ void report_nothing_fits(const Setup& s, std::vector<Option> failing, const std:
       dev.device, closest.weights, closest.ctx_size, closest.cache_type_k, closest.cache_type_v, format_size(shortfall(closest)),
       format_size(dev.budget()), dev.kind == "host" ? "with host RAM" : "a device", format_gib(dev.capacity + shortfall(closest)));
   // With the context pinned, the same configuration at the longest context that does fit.
-  const int shorter = r.ctx_size ? largest_fitting_ctx(s, *candidates[order.front()], *r.ctx_size) : 0;
+  const int shorter = r.ctx_size ? largest_fitting_ctx(s, *origins[order.front()].candidate, *r.ctx_size) : 0;
   out.nothing_fits += shorter > 0 ? fmt::format(", or -c {} with the same weights and cache types", shorter)
                                   : ", or try a smaller model or a shorter context";
   // Offloading layers makes the option fit but not acceptable when it rates avoid: no advice to run it.
-  if (closest.quality.risk != Risk::avoid || r.accept_risk) out.nothing_fits += layers_that_fit(s, *candidates[order.front()], closest);
+  if (closest.quality.risk != Risk::avoid || r.accept_risk) out.nothing_fits += layers_that_fit(s, *origins[order.front()].candidate, closest);
   for (size_t i : order) {
     if (out.options.size() >= static_cast<size_t>(r.top)) break;
+    dress_option(s, origins[i], out.mode, failing[i]);
     out.options.push_back(std::move(failing[i]));
   }
 }
 
 // The fitting options ranked (docs/ranking.md §5): below the task minimum dropped when others reach it,
 // dominated options dropped, the rest sorted; the first is the recommendation.
-void rank_options(const Setup& s, const std::vector<Option>& fitting, Plan& out) {
+void rank_options(const Setup& s, const Sized& sized, Plan& out) {
+  const std::vector<Option>& fitting = sized.fitting;
   const bool max_context = out.mode == "max_context";
   const bool any_at_min = std::any_of(fitting.begin(), fitting.end(), [](const Option& o) { return !o.below_task_min; });
-  std::vector<Option> ranked;
-  for (const auto& o : fitting)
-    if (!any_at_min || !o.below_task_min) ranked.push_back(o);
+  std::vector<size_t> ranked;  // indices into fitting
+  for (size_t i = 0; i < fitting.size(); ++i)
+    if (!any_at_min || !fitting[i].below_task_min) ranked.push_back(i);
   if (!any_at_min)
     out.warnings.push_back(fmt::format("no option reaches the {} task's minimum of {} tokens; the best shorter ones are shown",
                                        s.task->id, s.min_ctx));
   std::vector<Standing> standings;
   standings.reserve(ranked.size());
-  for (const auto& o : ranked) standings.push_back(standing(s, o, max_context));
-  std::vector<Option> kept;
-  for (size_t i = 0; i < ranked.size(); ++i)
-    if (std::none_of(standings.begin(), standings.end(), [&](const Standing& b) { return dominates(b, standings[i]); }))
-      kept.push_back(ranked[i]);
-  std::sort(kept.begin(), kept.end(), [&](const Option& a, const Option& b) { return ranks_before(s, a, b); });
-  out.explanation = explain(s, kept.front(), fitting);
+  for (size_t i : ranked) standings.push_back(standing(s, fitting[i], max_context));
+  std::vector<size_t> kept;
+  for (size_t j = 0; j < ranked.size(); ++j)
+    if (std::none_of(standings.begin(), standings.end(), [&](const Standing& b) { return dominates(b, standings[j]); }))
+      kept.push_back(ranked[j]);
+  std::sort(kept.begin(), kept.end(), [&](size_t a, size_t b) { return ranks_before(s, fitting[a], fitting[b]); });
   kept.resize(std::min<size_t>(kept.size(), static_cast<size_t>(s.request.top)));
-  out.options = std::move(kept);
+  for (size_t i : kept) {
+    Option o = fitting[i];
+    dress_option(s, sized.fitting_origins[i], out.mode, o);
+    out.options.push_back(std::move(o));
+  }
+  out.explanation = explain(s, out.options.front(), fitting);
 }
 
 // Honest exits: when even the best option rates "avoid" for the task the plan recommends nothing (exit 1) unless
@@ -307,9 +326,10 @@ Plan plan(const Catalog& catalog, const Request& request) {
   Sized sized;
   std::vector<int> reached(candidates.size());  // the context each reaches on the GPU (0: does not fit)
   for (size_t i = 0; i < candidates.size(); ++i) {
-    Option o = size_option(s, candidates[i], out.mode, cap, reached[i]);
+    bool at_cap = false;
+    Option o = size_option(s, candidates[i], out.mode, cap, reached[i], at_cap);
     if (!o.fits()) reached[i] = 0;
-    sized.add(std::move(o), reached[i], candidates[i]);
+    sized.add(std::move(o), reached[i], candidates[i], at_cap);
   }
   // The model does not fit the GPU for the task (nothing mild or better at its minimum): the same candidates with
   // layers or experts in RAM, which the objective weighs against the squeezed ones by their speed.
@@ -322,15 +342,16 @@ Plan plan(const Catalog& catalog, const Request& request) {
         if (auto c = offloaded(s, candidates[i], at)) placed.push_back(*c);
     for (const auto& c : placed) {
       int ctx = 0;
-      Option o = size_option(s, c, out.mode, cap, ctx);
-      sized.add(std::move(o), ctx, c);
+      bool at_cap = false;
+      Option o = size_option(s, c, out.mode, cap, ctx, at_cap);
+      sized.add(std::move(o), ctx, c, at_cap);
     }
   }
   if (sized.fitting.empty()) {
-    report_nothing_fits(s, std::move(sized.failing), sized.failing_candidates, out);
+    report_nothing_fits(s, std::move(sized.failing), sized.failing_origins, out);
     out.verdict = "nothing_fits";
   } else {
-    rank_options(s, sized.fitting, out);
+    rank_options(s, sized, out);
     judge(s, out);
   }
   if (s.request.suggest) out.suggestions = suggestions_for(s, out);

@@ -176,21 +176,29 @@ WeightBytes candidate_weight_bytes(const Setup& s, const WeightFormat& f, const 
 std::vector<Candidate> enumerate(const Setup& s) {
   const std::vector<const WeightFormat*> formats = candidate_formats(s);
   const CacheChoices choices = cache_choices(s);
+  // Whether the engine runs a (K, V, flash attention) setting does not depend on the weights: checked once.
+  struct Setting {
+    const std::string& k;
+    const std::string& v;
+    bool fa;
+    engines::PairCheck check;
+  };
+  std::vector<Setting> settings;
+  for (const auto& k : choices.ks)
+    for (const auto& v : choices.vs)
+      for (bool fa : choices.fas)
+        if (!choices.tied || v == k) settings.push_back(Setting{k, v, fa, check_candidate(s, choices, k, v, fa)});
   std::vector<Candidate> candidates;
   std::vector<engines::PairCheck> refusals;
   for (const auto* f : formats) {
     const WeightBytes wb = candidate_weight_bytes(s, *f, s.placement);
-    for (const auto& k : choices.ks)
-      for (const auto& v : choices.vs)
-        for (bool fa : choices.fas) {
-          if (choices.tied && v != k) continue;
-          const engines::PairCheck check = check_candidate(s, choices, k, v, fa);
-          if (!check.ok && !(check.slow && s.request.allow_slow)) {
-            if (f == formats.front()) refusals.push_back(check);
-            continue;
-          }
-          candidates.push_back(Candidate{f, k, v, fa, check.slow, check.needs, check.slow ? check.reason : "", wb, s.placement, false});
-        }
+    for (const auto& [k, v, fa, check] : settings) {
+      if (!check.ok && !(check.slow && s.request.allow_slow)) {
+        if (f == formats.front()) refusals.push_back(check);
+        continue;
+      }
+      candidates.push_back(Candidate{f, k, v, fa, check.slow, check.needs, check.slow ? check.reason : "", wb, s.placement, false});
+    }
   }
   if (candidates.empty()) refuse(s, choices, refusals.front());
   return candidates;
