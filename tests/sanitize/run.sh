@@ -14,6 +14,8 @@ build=build/sanitize
 export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:abort_on_error=0"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
 export KVPLAN_RAM=unknown
+export TMPDIR="$PWD/$build/tmp"  # apart from ctest unit's run of the same tests (fixtures by fixed names)
+mkdir -p "$TMPDIR"
 echo "sanitize: unit tests (all but [slow])"
 "$build/tests/kvplan_tests" "~[slow]"
 echo "sanitize: hostile-input corpus"

@@ -62,8 +62,8 @@ fi
 if ! "$py" -c "import llama_cpp, gguf, sys; sys.exit(0 if llama_cpp.__version__ == '$lcp_version' else 1)" 2>/dev/null; then
   echo "run.sh: installing the pinned packages into $venv (llama-cpp-python builds llama.cpp from source)"
   t=$(stamp)
-  # CPU only; portable flags (no -march=native); no multimodal library (not used here).
-  CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF}" \
+  # CPU only; portable flags (no -march=native); no multimodal library and no common library (not used here).
+  CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF -DCMAKE_PROJECT_llama.cpp_INCLUDE=$here/no_common.cmake}" \
   CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}" \
     "$py" -m pip install -q --disable-pip-version-check \
       "$venv/src/llama_cpp_python-$lcp_version.tar.gz" \
