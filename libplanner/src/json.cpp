@@ -208,6 +208,7 @@ std::string to_json(const Plan& p, int indent) {
                   {"n_cpu_moe", optional_json(r.n_cpu_moe)},
                   {"fit_placement", r.fit_placement},
                   {"extra_gpus", r.extra_gpus},
+                  {"rpc_servers", r.rpc_servers},
                   {"override_tensors", r.override_tensors},
                   {"server_args", r.server_args},
                   {"program", r.program},

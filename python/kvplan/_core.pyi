@@ -23,6 +23,15 @@ class Request(metaclass=_pybind11_type):
     flash_attn: str
     n_parallel: int
     tensor_parallel: int
+    pipeline_parallel_size: int
+    data_parallel: int
+    expert_parallel: bool
+    nodes: int
+    interconnect: str
+    max_num_seqs: int | None
+    concurrency: int
+    max_batched_tokens: int | None
+    rpc_servers: list[str]
     fit_placement: bool
     n_outputs_max: int | None
     program: str

@@ -547,7 +547,11 @@ def plan(gpu: str | Sequence[str] | None = None, model: PathLike | None = None, 
          backend: str | None = None, build: str | None = None, allow_slow: bool | None = None,
          reserve: Size | None = None, free: Size | None = None, host_ram: Size | None = None,
          top: int | None = None, max_ctx: bool | None = None, accept_risk: bool | None = None,
-         program: str | None = None, data: PathLike | Sequence[PathLike] | None = None) -> Plan:
+         program: str | None = None, pipeline_parallel_size: int | None = None, data_parallel: int | None = None,
+         expert_parallel: bool | None = None, nodes: int | None = None, interconnect: str | None = None,
+         max_num_seqs: int | None = None, concurrency: int | None = None, max_batched_tokens: int | None = None,
+         rpc_servers: str | Sequence[str] | None = None,
+         data: PathLike | Sequence[PathLike] | None = None) -> Plan:
     """Plan weights, context and K/V cache types for a model on a GPU: what `kvplan` prints.
 
     gpu: a catalog name ("rtx4090", "RTX 3090") or a size ("24GB" = 24 GiB), or "auto" for this machine's GPUs
@@ -564,6 +568,11 @@ def plan(gpu: str | Sequence[str] | None = None, model: PathLike | None = None, 
     "on" | "off" | "auto" or a bool; reserve, free and host_ram take "1.5GB" (binary units) or bytes; data
     takes one directory or a list (after those in KVPLAN_DATA); host_ram is --ram, cpu_moe --cpu-moe. None keeps
     the CLI's default.
+
+    Serving at scale (vLLM, SGLang; docs/engines.md "Serving at scale") takes the JSON request's names:
+    pipeline_parallel_size, data_parallel, expert_parallel, nodes, interconnect, max_num_seqs, concurrency
+    (full-length conversations the pool must hold) and max_batched_tokens; llama.cpp across machines takes
+    rpc_servers (["host:port=rtx3090", ...], or the CLI's comma-separated --rpc text).
 
     Pinning cache_type_k and cache_type_v, or max_ctx=True (--max-ctx: every setting not pinned free), asks for
     the largest context (mode "max_context"); pinning ctx_size asks for the best types (mode "best_types");

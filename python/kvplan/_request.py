@@ -30,6 +30,16 @@ class Options(TypedDict, total=False):
     flash_attn: FlashAttn | None
     n_parallel: int | None
     tensor_parallel: int | None  # vLLM/SGLang: GPUs of the kind gpu= names to split the model over
+    # Serving at scale (vLLM, SGLang; docs/engines.md "Serving at scale"): the names of the JSON request
+    pipeline_parallel_size: int | None  # --pipeline-parallel-size: stages, each holding a share of the layers
+    data_parallel: int | None  # --data-parallel-size: replicas of the model
+    expert_parallel: bool | None  # --enable-expert-parallel: MoE experts split over the GPUs instead of sharded
+    nodes: int | None  # machines the tp x pp x dp GPUs are spread over, in equal shares
+    interconnect: str | None  # the link between nodes (data/interconnects.yaml id; default ib-ndr)
+    max_num_seqs: int | None  # vLLM --max-num-seqs / SGLang --max-running-requests (default: n_parallel, else the engine's)
+    concurrency: int | None  # full-length conversations the KV pool must hold at once (default 1)
+    max_batched_tokens: int | None  # vLLM --max-num-batched-tokens / SGLang --chunked-prefill-size
+    rpc_servers: str | Sequence[str] | None  # llama.cpp --rpc: "host:port=DEVICE" each (a list, or the CLI's comma list)
     fit_placement: bool | None  # --fit on: llama-server's fit places the layers, with kvplan's --fit-target
     fit_target_mib: int | None  # --fit-target: MiB llama-server's fit keeps free (needs fit_placement)
     n_outputs_max: int | None  # logits rows per batch (llama-server: n_parallel; a library context: n_batch)
@@ -95,6 +105,10 @@ FLAG_OF_KEYWORD: Mapping[str, str] = {
     "engine": "--engine", "backend": "--backend", "build": "--build", "allow_slow": "--allow-slow",
     "reserve": "--reserve", "free": "--free", "host_ram": "--ram", "top": "--top", "data": "--data",
     "max_ctx": "--max-ctx", "accept_risk": "--accept-risk",
+    "pipeline_parallel_size": "--pipeline-parallel-size", "data_parallel": "--data-parallel-size",
+    "expert_parallel": "--enable-expert-parallel", "nodes": "--nodes", "interconnect": "--interconnect",
+    "max_num_seqs": "--max-num-seqs", "concurrency": "--concurrency", "max_batched_tokens": "--max-num-batched-tokens",
+    "rpc_servers": "--rpc",
 }
 # ... and the fields the library spells otherwise (the CLI's second name of a flag, a request field's own name)
 KEYWORD_OF_FLAG: Mapping[str, str] = {**{flag: keyword for keyword, flag in FLAG_OF_KEYWORD.items()},
@@ -333,6 +347,18 @@ def override_tensors(value: object) -> list[str]:
     return [text("override_tensors", o, "a PATTERN=DEVICE override", limit=MAX_PATTERN) for o in value]
 
 
+def rpc_servers(value: object) -> list[str]:
+    """rpc_servers: "host:port=DEVICE" entries, a list or the CLI's comma-separated --rpc text. As the CLI reads
+    it, an empty entry is kept for the library to refuse by name."""
+    if isinstance(value, str):
+        value = _text("--rpc", value, MAX_PATTERN * 4, "host:port=DEVICE entries").split(",") if value else []
+    if not isinstance(value, (list, tuple)):
+        fail("--rpc", shown(value), f"must be 'host:port=DEVICE' (str) or a list of them, not {_type(value)}")
+    if len(value) > MAX_DEVICES:
+        fail("--rpc", f"{len(value)} hosts", f"takes at most {MAX_DEVICES}")
+    return [text("rpc_servers", h, "a host:port=DEVICE entry", limit=MAX_PATTERN) for h in value]
+
+
 def gpu_layers(value: object) -> int:
     """n_gpu_layers: an int, or "all" / "auto" as the CLI reads -ngl all / auto."""
     accepted = ["99", "all", "auto", "-1"]
@@ -357,12 +383,15 @@ def flash_attn(value: object) -> str:
 _NAMES = {"task": "a task name", "weights": "a weight format", "cache_type_k": "a cache type",
           "cache_type_v": "a cache type", "split_mode": "a split mode", "rope_scaling": "a rope scaling type",
           "engine": "an engine name", "program": "a program name", "backend": "a backend name", "build": "a build name",
-          "weights_draft": "a weight format", "cache_type_k_draft": "a cache type", "cache_type_v_draft": "a cache type"}
+          "weights_draft": "a weight format", "cache_type_k_draft": "a cache type", "cache_type_v_draft": "a cache type",
+          "interconnect": "an interconnect id"}
 _TOKENS = ("ctx_size",)
 _INTS = ("n_parallel", "tensor_parallel", "fit_target_mib", "n_outputs_max", "n_gpu_layers_draft",
-         "draft_max", "n_ubatch", "n_batch", "yarn_orig_ctx", "top", "n_cpu_moe")
+         "draft_max", "n_ubatch", "n_batch", "yarn_orig_ctx", "top", "n_cpu_moe", "pipeline_parallel_size",
+         "data_parallel", "nodes", "max_num_seqs", "concurrency", "max_batched_tokens")
 _FLOATS = ("host_bandwidth_gbs", "rope_scale")
-_BOOLS = ("fit_placement", "mmproj_offload", "kv_unified", "swa_full", "allow_slow", "max_ctx", "accept_risk", "cpu_moe")
+_BOOLS = ("fit_placement", "mmproj_offload", "kv_unified", "swa_full", "allow_slow", "max_ctx", "accept_risk", "cpu_moe",
+          "expert_parallel")
 _SIZES = ("reserve", "free", "host_ram")
 
 
@@ -394,6 +423,8 @@ def checked(given: dict[str, object]) -> dict[str, object]:
             out[keyword] = tensor_split(value)
         elif keyword == "override_tensors":
             out[keyword] = override_tensors(value)
+        elif keyword == "rpc_servers":
+            out[keyword] = rpc_servers(value)
         elif keyword == "n_gpu_layers":
             out[keyword] = gpu_layers(value)
         elif keyword == "flash_attn":
@@ -464,6 +495,9 @@ def request(cat: _core.Catalog, **given: object) -> _core.Request:
     if isinstance(devices, list):
         values["gpu"] = devices[0]
         req.extra_gpus = devices[1:]
+    # vLLM/SGLang admit n_parallel sequences: an explicit 1 is kept (max_num_seqs 1), as the CLI keeps --parallel 1
+    if values.get("n_parallel") == 1 and "max_num_seqs" not in values and values.get("engine") in ("vllm", "sglang"):
+        values["max_num_seqs"] = 1
     if "host_ram" in values:  # where it came from, as the plan says (the CLI's flag)
         req.host_ram_source = FLAG_OF_KEYWORD["host_ram"]
     for keyword, value in values.items():

@@ -26,9 +26,12 @@ ALIASES = {"-m": "--model", "-c": "--ctx-size", "--ctx": "--ctx-size", "-ctk": "
            "--tp": "--tensor-parallel-size", "-md": "--model-draft", "-ctkd": "--cache-type-k-draft",
            "--ctkd": "--cache-type-k-draft", "-ctvd": "--cache-type-v-draft", "--ctvd": "--cache-type-v-draft",
            "-ngld": "--n-gpu-layers-draft", "--ngld": "--n-gpu-layers-draft", "--draft-max": "--spec-draft-n-max",
-           "-mm": "--mmproj", "-ts": "--tensor-split", "-sm": "--split-mode", "-ot": "--override-tensor"}
-SWITCHES = {"kv_unified", "swa_full", "allow_slow", "cpu_moe", "max_ctx", "accept_risk"}
-INTS = {"ctx_size", "n_parallel", "tensor_parallel", "fit_target_mib", "n_outputs_max", "n_gpu_layers_draft", "draft_max", "n_ubatch", "n_batch", "top", "yarn_orig_ctx", "n_cpu_moe"}
+           "-mm": "--mmproj", "-ts": "--tensor-split", "-sm": "--split-mode", "-ot": "--override-tensor",
+           "--pp": "--pipeline-parallel-size", "--dp": "--data-parallel-size", "--ep": "--enable-expert-parallel",
+           "--max-running-requests": "--max-num-seqs", "--chunked-prefill-size": "--max-num-batched-tokens"}
+SWITCHES = {"kv_unified", "swa_full", "allow_slow", "cpu_moe", "max_ctx", "accept_risk", "expert_parallel"}
+INTS = {"ctx_size", "n_parallel", "tensor_parallel", "fit_target_mib", "n_outputs_max", "n_gpu_layers_draft", "draft_max", "n_ubatch", "n_batch", "top", "yarn_orig_ctx", "n_cpu_moe",
+        "pipeline_parallel_size", "data_parallel", "nodes", "max_num_seqs", "concurrency", "max_batched_tokens"}
 SUBCOMMANDS = {"models", "gpus", "engines", "explain", "--help", "--version"}
 
 

@@ -255,3 +255,39 @@ def test_context_sizes_as_the_cli_reads_them() -> None:
         assert kvplan.plan(**MISSION, ctx_size=text).options[0].ctx_size == tokens
     with pytest.raises(kvplan.InputError, match="not a token count"):
         kvplan.plan(**MISSION, ctx_size="0.1k")
+
+
+def test_serving_keywords_are_the_json_requests() -> None:
+    """vLLM/SGLang at scale (issue 18): the keywords carry the JSON request's names and shapes, and plan as the CLI."""
+    given = {"pipeline_parallel_size": 2, "data_parallel": 1, "expert_parallel": True, "nodes": 2,
+             "interconnect": "ib-hdr", "max_num_seqs": 48, "concurrency": 4, "max_batched_tokens": 4096}
+    p = kvplan.plan(engine="sglang", gpu="h100-sxm", tensor_parallel=4, model="qwen3-235b-a22b", weights="fp8",
+                    ctx_size=32768, top=1, **given)
+    request = p.to_dict()["request"]
+    assert {k: request[k] for k in given} == given
+    serving = p.to_dict()["resolved"]["serving"]
+    assert (serving["pipeline_stages"], serving["nodes"], serving["max_num_seqs"], serving["concurrency"]) == (2, 2, 48, 4)
+    line = p.options[0].launch_line
+    assert "--pp-size 2" in line and "--ep-size 4" in line and "--nnodes 2" in line and "--max-running-requests 48" in line
+
+
+def test_serving_capacity_for_the_issue_example() -> None:
+    """Llama-3.3-70B on 8x H100 at 32K with 128 admitted: exit 0 as the CLI, --max-num-seqs from the workload,
+    capacity about 42 conversations (issue 18)."""
+    p = kvplan.plan(engine="vllm", gpu="h100-sxm", tensor_parallel=8, model="llama-3.3-70b", ctx_size=32768,
+                    n_parallel=128, top=1)
+    o = p.options[0]
+    assert p.verdict == "ok" and "--max-num-seqs 128" in o.launch_line
+    assert o.max_concurrency is not None and 35 < o.max_concurrency < 50
+    one = kvplan.plan(engine="vllm", gpu="h100-sxm", tensor_parallel=8, model="llama-3.3-70b", ctx_size=32768,
+                      n_parallel=1, top=1)
+    assert "--max-num-seqs 1 " in one.options[0].launch_line  # an explicit 1 is kept, as the CLI keeps --parallel 1
+
+
+def test_rpc_servers_as_a_list_or_the_cli_text() -> None:
+    hosts = ["10.0.0.2:50052=rtx3090", "10.0.0.3:50052=24GB"]
+    as_list = kvplan.plan(gpu="rtx4090", model="qwen2.5-32b-instruct", rpc_servers=hosts, top=1)
+    as_text = kvplan.plan(gpu="rtx4090", model="qwen2.5-32b-instruct", rpc_servers=",".join(hosts), top=1)
+    assert as_list.to_json() == as_text.to_json()
+    assert as_list.to_dict()["request"]["rpc_servers"] == hosts
+    assert "--rpc 10.0.0.2:50052,10.0.0.3:50052" in as_list.options[0].launch_line

@@ -223,7 +223,11 @@ FLAGS = {
     "rope_scaling": "--rope-scaling", "rope_scale": "--rope-scale", "yarn_orig_ctx": "--yarn-orig-ctx",
     "engine": "--engine", "backend": "--backend", "build": "--build", "allow_slow": "--allow-slow",
     "reserve": "--reserve", "free": "--free", "host_ram": "--ram", "top": "--top", "data": "--data",
-    "max_ctx": "--max-ctx", "accept_risk": "--accept-risk", "gpu": "--gpu", "model": "--model"}
+    "max_ctx": "--max-ctx", "accept_risk": "--accept-risk", "gpu": "--gpu", "model": "--model",
+    "pipeline_parallel_size": "--pipeline-parallel-size", "data_parallel": "--data-parallel-size",
+    "expert_parallel": "--enable-expert-parallel", "nodes": "--nodes", "interconnect": "--interconnect",
+    "max_num_seqs": "--max-num-seqs", "concurrency": "--concurrency", "max_batched_tokens": "--max-num-batched-tokens",
+    "rpc_servers": "--rpc"}
 
 LITERALS: dict[str, Any] = {"NAN": NAN, "INF": INF, "LONG": LONG, "LONG_OT": LONG_OT, "Path": Path}
 
@@ -523,6 +527,18 @@ CASES: list[Case] = [
     *keyword_cases("D", "cache_type_k_draft", ["5", "'q9_0'"]),
     *keyword_cases("D", "cache_type_v_draft", ["['q8_0']", "'q4_k'"]),
     *keyword_cases("P", "override_tensors", ["NAN", "{'exps': 'CPU'}"]),
+    # ---- issue 18's serving keywords (vLLM/SGLang, llama.cpp over RPC)
+    *[c for k in ("pipeline_parallel_size", "data_parallel", "nodes", "max_num_seqs", "concurrency", "max_batched_tokens")
+      for c in keyword_cases("P", k, INTS)],
+    *keyword_cases("P", "expert_parallel", BOOLS),
+    *keyword_cases("P", "interconnect", ["5", "['ib-ndr']", "LONG"]),
+    *keyword_cases("P", "rpc_servers", ["NAN", "{'h': 1}"]),
+    Case("plan-rpc-int-entry", "P(rpc_servers=[5])", "--rpc", "5"),
+    Case("plan-concurrency-0", "P(engine='vllm', gpu='h100-sxm', tensor_parallel=8, model='llama-3.3-70b', concurrency=0)",
+         "--concurrency", "0"),
+    Case("plan-interconnect-unknown", "P(engine='vllm', gpu='h100-sxm', tensor_parallel=8, pipeline_parallel_size=2, nodes=2, "
+         "model='llama-3.3-70b', interconnect='infiniband')", "--interconnect", "infiniband"),
+    Case("plan-rpc-no-port", "P(rpc_servers=['10.0.0.2=rtx3090'])", "--rpc", "10.0.0.2=rtx3090"),
 ]
 
 # a plot is a bad call too (matplotlib, when installed)

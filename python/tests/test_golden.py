@@ -24,10 +24,7 @@ CLI_ONLY = {"explain", "explain_rank2", "models", "gpus", "help", "version", "da
             "err_unmodelled_flag", "err_unknown_flag", "engines_list", "emit_llama_server",
             "emit_llama_cli", "emit_ollama_modelfile", "emit_tabby_config", "err_emit_unknown", "emit_nothing_fits",
             "err_spec_type_alone", "err_unknown_flag_json", "err_not_a_number_json", "err_not_expected_json",
-            "err_missing_model",  # --gpu without --model ranks every model (what fits); explain needs one
-            # issue 18's serving flags (--pp, --nodes, --concurrency, --interconnect, --enable-expert-parallel): CLI only so far
-            "engine_vllm_pp2_nodes", "engine_sglang_pp2_nodes_json", "err_nodes_uneven_json", "err_pp_llama_cpp",
-            "err_interconnect_unknown", "err_ep_dense", "err_concurrency_zero_json"}
+            "err_missing_model"}  # --gpu without --model ranks every model (what fits); explain needs one
 INSPECT_CASES = [c for c in golden_cases() if c.args[:1] == ["inspect"]]
 
 

@@ -190,7 +190,7 @@ std::vector<std::pair<std::string, std::string>> exposed_sources(const Catalog& 
     add("format " + f.id + " quality_source", f.quality_source);
   }
   for (const auto& r : c.runtimes) {
-    for (const auto* field : {&r.source, &r.memory_fraction_source, &r.activation_source, &r.overhead_source, &r.margin_source})
+    for (const auto* field : {&r.source, &r.memory_fraction_source, &r.activation_source, &r.sampler_source, &r.overhead_source, &r.margin_source})
       add("runtime " + r.id, *field);
     for (const auto& t : r.cache_types) add("runtime " + r.id + " cache type " + t.id, t.source);
     for (const auto& f : r.weight_formats) add("runtime " + r.id + " format " + f.id, f.source + " " + f.quality_source);

@@ -323,3 +323,22 @@ TEST_CASE("tensor parallelism (vLLM, SGLang): figures per GPU, KV heads split, r
   CHECK(s.options.front().launch.find(" --tp 4") != std::string::npos);
   CHECK(s.options.front().launch.find("--quantization") == std::string::npos);
 }
+
+TEST_CASE("vLLM activation: fused-MoE caches and the sampler run after the forward pass, worked by hand") {
+  // Qwen3-235B-A22B over TP 4, 8192 tokens (vllm fused_moe.py fused_experts_impl): N = 2 x 1536 / 4 = 768,
+  // cache13 = 8192 x 8 x max(768, 4096) and intermediate_cache2 = 8192 x 8 x 384 elements; per token also the
+  // query rows 2 x 64 x 128 / 4 = 4096 and four hidden rows 16384; bf16: (8192 x 8 x 4480 + 8192 x 20480) x 2 B.
+  const auto& c = kvtest::catalog();
+  const RuntimeProfile& vllm = *c.runtime("vllm");
+  const ModelSpec& m = c.model("qwen3-235b-a22b");
+  const double forward = (8192.0 * 8 * 4480 + 8192.0 * 20480) * 2;  // 922,746,880 B
+  CHECK(engines::runtime_activation_bytes(vllm, m, {8192, 0, 4, false}).bytes == static_cast<Bytes>(forward));
+  // The sampler over 1024 rows follows with the hidden states still held: 8192 x 4096 x 2 + 1024 x 151936 x 14 B.
+  const double sampler = 8192.0 * 4096 * 2 + 1024.0 * 151936 * vllm.sampler_bytes_per_logit;
+  const Figure both = engines::runtime_activation_bytes(vllm, m, {8192, 1024, 4, false});
+  CHECK(both.bytes == static_cast<Bytes>(std::max(forward, sampler)));
+  CHECK(both.high == static_cast<Bytes>(std::max(forward, sampler) * 1.5));
+  // Expert parallelism keeps each expert whole: N = 3072, cache13 = 8192 x 8 x 4096, cache2 = 8192 x 8 x 1536.
+  const double ep = (8192.0 * 8 * (4096 + 1536) + 8192.0 * 20480) * 2;
+  CHECK(engines::runtime_activation_bytes(vllm, m, {8192, 0, 4, true}).bytes == static_cast<Bytes>(ep));
+}

@@ -364,6 +364,9 @@ struct RuntimeProfile {
   std::string memory_fraction_source;
   int activation_tokens = 0, activation_tokens_large = 0;  // the batch the activation peak is sized for
   std::string activation_source;
+  double sampler_bytes_per_logit = 8;  // the profile's sampler: bytes per row and vocabulary entry
+  int moe_chunk_tokens = 0;            // vLLM's fused MoE workspace over chunks of this many tokens (0: not modelled)
+  std::string sampler_source;
   MiBRange context, graphs;       // CUDA/PyTorch context; CUDA graphs
   std::string overhead_source;
   std::int64_t margin_mib = 0;

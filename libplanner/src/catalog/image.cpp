@@ -60,7 +60,8 @@ KVPLAN_IMAGE_FIELDS(MiBRange, x.typical, x.high)
 KVPLAN_IMAGE_FIELDS(RuntimeProfile, x.id, x.name, x.kind, x.version, x.source, x.aliases, x.backends, x.rules, x.same_type_kv,
                     x.mix_unquantized, x.unified_kv, x.token_granularity, x.sliding, x.quantized_sliding, x.temp_fp16_layer,
                     x.memory_fraction, x.fraction_covers_activations, x.memory_fraction_source, x.activation_tokens,
-                    x.activation_tokens_large, x.activation_source, x.context, x.graphs, x.overhead_source, x.margin_mib,
+                    x.activation_tokens_large, x.activation_source, x.sampler_bytes_per_logit, x.moe_chunk_tokens,
+                    x.sampler_source, x.context, x.graphs, x.overhead_source, x.margin_mib,
                     x.margin_source, x.cache_types, x.weight_formats)
 KVPLAN_IMAGE_FIELDS(StrictnessBand, x.upto, x.factor)
 KVPLAN_IMAGE_FIELDS(TaskProfile, x.id, x.name, x.metric, x.summary, x.source, x.aliases, x.ctx_target, x.ctx_min,

@@ -739,6 +739,12 @@ RuntimeProfile read_runtime(const Reader& r) {
   r.range("activation_tokens", e.activation_tokens, 0, 1 << 20, "tokens");
   r.range("activation_tokens_large", e.activation_tokens_large, 0, 1 << 20, "tokens");
   e.activation_source = r.get<std::string>("activation_source", "");
+  e.sampler_bytes_per_logit = r.get<double>("sampler_bytes_per_logit", 8);
+  if (!(e.sampler_bytes_per_logit >= 0 && e.sampler_bytes_per_logit <= 1024))
+    throw InputError(r.location("sampler_bytes_per_logit"), std::to_string(e.sampler_bytes_per_logit), "must be 0..1024 bytes");
+  e.moe_chunk_tokens = r.get<int>("moe_chunk_tokens", 0);
+  r.range("moe_chunk_tokens", e.moe_chunk_tokens, 0, 1 << 24, "tokens");
+  e.sampler_source = r.get<std::string>("sampler_source", "");
   e.context = read_mib_range(r, "context_mib");
   e.graphs = read_mib_range(r, "graphs_mib");
   e.overhead_source = r.get<std::string>("overhead_source", "");
@@ -825,7 +831,7 @@ std::vector<T> read_all(const Sources& s, const std::string& collection, F read)
       {"runtime", {"id", "name", "kind", "aliases", "version", "source", "backends", "rules", "same_type_kv", "mix_unquantized",
                    "unified_kv", "token_granularity", "sliding", "quantized_sliding", "temp_fp16_layer", "memory_fraction",
                    "fraction_covers_activations", "memory_fraction_source", "activation_tokens", "activation_tokens_large",
-                   "activation_source", "context_mib", "graphs_mib", "overhead_source", "margin_mib", "margin_source",
+                   "activation_source", "sampler_bytes_per_logit", "moe_chunk_tokens", "sampler_source", "context_mib", "graphs_mib", "overhead_source", "margin_mib", "margin_source",
                    "cache_types", "weights"}}};
   for (const auto& e : it->second) {
     if (auto k = known_keys.find(collection); k != known_keys.end()) require_known_keys(e, collection, k->second);

@@ -78,13 +78,33 @@ WeightBytes runtime_weight_bytes(const ModelSpec& m, const WeightFormat& f, doub
   return shard_weight_bytes(m, f, rel_error, whole);
 }
 
-Figure runtime_activation_bytes(const ModelSpec& m, int tokens, int sequences, int tp) {
-  const double ff = static_cast<double>(m.widest_ffn());
+namespace {
+// vLLM's fused MoE layer (vllm/model_executor/layers/fused_moe/fused_moe.py fused_experts_impl): for a chunk of
+// M = min(tokens, VLLM_FUSED_MOE_CHUNK_SIZE) tokens it allocates cache13 = M·topk·max(N, K) elements (the
+// gate/up output, then reused for the down output) and intermediate_cache2 = M·topk·N/2 (after the activation),
+// N = w13's rows = 2·moe_intermediate_size per TP rank (whole with expert parallelism), K = hidden size.
+double fused_moe_elements(const ModelSpec& m, const ActivationBatch& b, int chunk) {
+  const double rows = std::min(b.tokens, chunk);
+  const double n = 2.0 * m.moe->expert_ff / (b.expert_parallel ? 1 : b.tp);
+  return rows * m.moe->experts_used * (std::max(n, static_cast<double>(m.embd)) + n / 2);
+}
+}  // namespace
+
+Figure runtime_activation_bytes(const RuntimeProfile& rt, const ModelSpec& m, const ActivationBatch& b) {
+  const double tokens = b.tokens;
   const double q_width = m.mla ? static_cast<double>(m.heads) * (m.mla->kv_lora_rank + m.mla->rope_dim)
                                : static_cast<double>(m.heads) * m.head_dim_k;
-  const double rows = static_cast<double>(tokens) * ((2 * ff + 2 * q_width) / tp + 4.0 * m.embd) * 2;
-  const double logits = static_cast<double>(std::max(1, sequences)) * m.vocab * 4 * 2;
-  const double typical = rows + logits;
+  const bool fused_moe = m.moe && rt.moe_chunk_tokens > 0;
+  // The FFN's elements: gate and up rows of the widest FFN; with vLLM's fused MoE, the wider of a dense layer's
+  // rows and an MoE layer's workspace plus its shared expert's rows.
+  const double dense_ff = !fused_moe ? static_cast<double>(m.widest_ffn()) : m.moe_layer_count() < m.layers ? m.ff : 0;
+  double ffn = tokens * 2 * dense_ff / b.tp;
+  if (fused_moe) ffn = std::max(ffn, fused_moe_elements(m, b, rt.moe_chunk_tokens) + tokens * 2.0 * m.moe->shared_ff / b.tp);
+  const double forward = (ffn + tokens * (2 * q_width / b.tp + 4.0 * m.embd)) * 2;
+  const double sampler = static_cast<double>(std::max(0, b.logit_rows)) * m.vocab * rt.sampler_bytes_per_logit;
+  // vLLM samples after the forward pass (gpu_model_runner.py profile_run, then _dummy_sampler_run): the forward's
+  // temporaries are free by then, its output hidden states are not. Other engines: both at once.
+  const double typical = rt.kind == "vllm" ? std::max(forward, tokens * m.embd * 2 + sampler) : forward + sampler;
   return Figure::estimate(bytes_of(typical), bytes_of(typical * 1.5));
 }
 

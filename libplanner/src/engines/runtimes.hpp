@@ -39,10 +39,19 @@ KvCacheBytes runtime_kv_bytes(const RuntimeProfile& rt, const ModelSpec& model, 
 // (engines/serving.hpp shard_weight_bytes, which also sizes pipeline stages).
 WeightBytes runtime_weight_bytes(const ModelSpec& model, const WeightFormat& format, double rel_error, int tp = 1);
 
-// The activation peak of a forward pass over `tokens` tokens in bf16 (the FFN's gate and up rows, the
-// query rows and four n_embd rows) plus f32 logits and probabilities for `sequences` rows: an
-// estimate (vLLM profiles it with a dummy batch of max_num_batched_tokens).
-Figure runtime_activation_bytes(const ModelSpec& model, int tokens, int sequences, int tp = 1);
+// The batch an engine's profile run sizes its activations for (vLLM: max_num_batched_tokens tokens, logits
+// for min(max_num_seqs, tokens) rows on the last stage; gpu_model_runner.py profile_run).
+struct ActivationBatch {
+  int tokens = 0;
+  int logit_rows = 1;
+  int tp = 1;
+  bool expert_parallel = false;  // vLLM --enable-expert-parallel: each GPU holds whole experts
+};
+
+// The activation peak of a forward pass over the batch in bf16 (the FFN's gate and up rows, or vLLM's fused
+// MoE workspace; the query rows and four n_embd rows) and of the sampler over its logits (rt.sampler_bytes_per_logit
+// per row and vocabulary entry): an estimate.
+Figure runtime_activation_bytes(const RuntimeProfile& rt, const ModelSpec& model, const ActivationBatch& batch);
 
 // The lines an engine is started with, by name ("vllm", "ollama-env", "modelfile", "tabby-config", …).
 std::vector<Launch> runtime_launches(const Catalog& catalog, const RuntimeProfile& rt, const ModelSpec& model, const Option& option,

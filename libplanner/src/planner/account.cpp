@@ -79,7 +79,8 @@ Option account_shard(const Setup& s, const Candidate& c, int ctx, const engines:
   // last stage only): gpu_model_runner.py profile_run / _dummy_sampler_run.
   const int logit_rows = !shard.last ? 0 : serving && s.resolved.max_num_seqs > 0 ? std::min(s.resolved.max_num_seqs, std::max(1, s.activation_tokens)) : seqs;
   if (rt.fraction_covers_activations && s.activation_tokens > 0)
-    put("compute", s.device_pool, engines::runtime_activation_bytes(m, s.activation_tokens, logit_rows, tp));
+    put("compute", s.device_pool,
+        engines::runtime_activation_bytes(rt, m, {s.activation_tokens, logit_rows, tp, serving && s.resolved.expert_parallel}));
   if (rt.graphs.high > 0)
     put("cuda_graphs", s.device_pool, Figure::estimate(static_cast<Bytes>(rt.graphs.typical * kMiB), static_cast<Bytes>(rt.graphs.high * kMiB)));
   sum_pools(s, o);

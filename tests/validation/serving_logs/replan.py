@@ -55,6 +55,17 @@ VLLM_BLOCK = 16  # CacheConfig block_size default: a V0 log prints blocks, V1 to
 # fp8) and no stand-in; KV bytes per token within the log's own rounding (Row.tol, see per_token_row).
 WEIGHTS_TOL = 0.02
 
+# What the engine's version did that today's vLLM (data/engines/vllm.yaml) does otherwise; each from the source:
+# - CUDA graphs were captured after the pool was sized, outside the budget, until vLLM estimated them during
+#   profiling (vllm-project/vllm PR #30515, merged 2025-12-11; on by default since v0.21.0): logs dated before
+#   that are replayed without kvplan's graph estimate, and their graph figure is compared with that estimate.
+# - The profile's sampler sorted the logits (vllm/v1/sample/ops/topk_topp_sampler.py apply_top_k_top_p) where
+#   FlashInfer's sampler was off (vLLM 0.8.x: PR #14815, FlashInfer >= 0.2.3 disabled, until PR #15777): a log
+#   whose entry says `sampler: sort` (settings) is replayed with that path's bytes per logit (the measurement of
+#   PR #32558, 37 B, plus the 2 B of the bf16 logits the caller keeps).
+GRAPHS_IN_BUDGET_SINCE = "2025-12-11"
+SORT_SAMPLER_BYTES_PER_LOGIT = 39
+
 
 @dataclass
 class Row:
@@ -94,8 +105,8 @@ def load_entries(folder: Path) -> list[dict]:
 
 
 def set_field(src: str, key: str, value: object, path: Path) -> str:
-    """Replace `  key: <value>` in an engine file; a file without the field is an error, not a silent default."""
-    out, n = re.subn(rf"(?m)^  {key}: \S+", f"  {key}: {value}", src, count=1)
+    """Replace the line `  key: <value>` in an engine file; a file without the field is an error, not a silent default."""
+    out, n = re.subn(rf"(?m)^  {key}: .*$", f"  {key}: {value}", src, count=1)
     if n != 1:
         raise SystemExit(f"{path}: no '{key}:' field to replay the log's setting into")
     return out
@@ -114,10 +125,24 @@ def replay_engine(data_root: Path, entry: dict, engines_dir: Path) -> str:
     if batched is not None and engine == "vllm":
         src = set_field(src, "activation_tokens", batched, path)
         src = set_field(src, "activation_tokens_large", batched, path)
+    if engine == "vllm" and (graphs_outside_budget(entry) or settings.get("enforce_eager")):
+        src = set_field(src, "graphs_mib", "{typical: 0, high: 0}", path)
+    if engine == "vllm" and settings.get("sampler") == "sort":
+        src = set_field(src, "sampler_bytes_per_logit", SORT_SAMPLER_BYTES_PER_LOGIT, path)
     out = data_root / "engines" / f"{engine_id}.yaml"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(src)
     return engine_id
+
+
+def graphs_outside_budget(entry: dict) -> bool:
+    return str(entry.get("date", "")) < GRAPHS_IN_BUDGET_SINCE
+
+
+def engine_graphs_gib(engines_dir: Path) -> float:
+    """kvplan's typical CUDA-graph estimate for vLLM (data/engines/vllm.yaml graphs_mib)."""
+    runtime = yaml.safe_load((engines_dir / "vllm.yaml").read_text())["runtime"]
+    return runtime["graphs_mib"]["typical"] / 1024
 
 
 def kvplan_args(entry: dict, engine_id: str, data_root: Path) -> list[str]:
@@ -131,6 +156,8 @@ def kvplan_args(entry: dict, engine_id: str, data_root: Path) -> list[str]:
     weights = replan.get("weights", model.get("weights"))
     if weights not in (None, "native"):
         args += ["--weights", weights]
+    if settings.get("max_num_seqs") is not None:
+        args += ["--max-num-seqs", str(settings["max_num_seqs"])]
     dtype = settings.get("kv_cache_dtype")
     if dtype is not None:
         args += ["--cache-type-k", dtype, "--cache-type-v", dtype]
@@ -244,7 +271,7 @@ def pool_rows(entry: dict, fig: dict, ctx: int) -> list[Row]:
     return rows
 
 
-def compare(entry: dict, fig: dict[str, float], ctx: int, weights_id: str) -> list[Row]:
+def compare(entry: dict, fig: dict[str, float], ctx: int, weights_id: str, graphs_estimate: float) -> list[Row]:
     lg, rows = entry["logged"], []
     checked_weights = entry["model"].get("weights") in ("bf16", "fp8") and not entry["model"].get("note")
     if "weights_gib" in lg:
@@ -256,8 +283,13 @@ def compare(entry: dict, fig: dict[str, float], ctx: int, weights_id: str) -> li
     rows += pool_rows(entry, fig, ctx)
     if "cuda_graph_gib" in lg:
         graphs = fig.get("cuda_graphs")
-        rows.append(Row("cuda_graphs", lg["cuda_graph_gib"], graphs / GIB if graphs else None,
-                        note="" if graphs else "kvplan counts none (outside the fraction)"))
+        if graphs:
+            rows.append(Row("cuda_graphs", lg["cuda_graph_gib"], graphs / GIB))
+        elif entry["engine"] == "vllm":  # this version captured them outside the budget: kvplan's estimate as is
+            rows.append(Row("cuda_graphs", lg["cuda_graph_gib"], graphs_estimate,
+                            note="kvplan's typical estimate (vllm.yaml graphs_mib); this version captured outside the budget"))
+        else:
+            rows.append(Row("cuda_graphs", lg["cuda_graph_gib"], None, note="kvplan counts none (outside the fraction)"))
     activation, note = lg.get("activation_gib"), ""
     if activation is None and "torch_peak_gib" in lg and "weights_gib" in lg:
         activation, note = lg["torch_peak_gib"] - lg["weights_gib"], "log: torch peak - weights"
@@ -294,7 +326,7 @@ def replan(kvplan: str, entry: dict, data_root: Path, engines_dir: Path) -> Resu
         res.skipped = "kvplan returned no option"
         return res
     ctx = int(args[args.index("--ctx-size") + 1])
-    res.rows = compare(entry, fig, ctx, plan["options"][0]["weights"])
+    res.rows = compare(entry, fig, ctx, plan["options"][0]["weights"], engine_graphs_gib(engines_dir))
     return res
 
 
