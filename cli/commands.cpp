@@ -27,20 +27,22 @@ bool matches(const ModelSpec& m, const std::string& filter) {
 }
 }  // namespace
 
-std::string render_models(const Catalog& c, const std::string& filter) {
-  size_t id_w = 2, arch_w = 4, fam_w = 6;
+std::string render_models(const Catalog& c, const std::string& filter, const std::vector<std::string>& licenses) {
+  check_license_filter(c, licenses);
+  auto listed = [&](const ModelSpec& m) { return matches(m, filter) && license_matches(c, m.license, licenses); };
+  size_t id_w = 2, arch_w = 4, fam_w = 6, lic_w = 7;
   for (const auto& m : c.models)
-    if (matches(m, filter)) id_w = std::max(id_w, m.id.size()), arch_w = std::max(arch_w, m.arch.size()), fam_w = std::max(fam_w, m.family.size());
-  std::string out = fmt::format("{:<{}} {:<{}} {:<{}} {:>9} {:>5} {:>6} {:>4} {:>5} {:>8} {:>8}  {}\n", "id", id_w, "family", fam_w, "arch", arch_w,
-                                "params", "kind", "layers", "kv", "head", "native", "extended", "name / aliases");
+    if (listed(m)) lic_w = std::max(lic_w, m.license.size()), id_w = std::max(id_w, m.id.size()), arch_w = std::max(arch_w, m.arch.size()), fam_w = std::max(fam_w, m.family.size());
+  std::string out = fmt::format("{:<{}} {:<{}} {:<{}} {:<{}} {:>9} {:>5} {:>6} {:>4} {:>5} {:>8} {:>8}  {}\n", "id", id_w, "family", fam_w, "arch", arch_w,
+                                "license", lic_w, "params", "kind", "layers", "kv", "head", "native", "extended", "name / aliases");
   int shown = 0;
   for (const auto& m : c.models) {
-    if (!matches(m, filter)) continue;
+    if (!listed(m)) continue;
     ++shown;
     std::string aliases = m.name;
     for (const auto& a : m.aliases) aliases += ", " + a;
-    out += fmt::format("{:<{}} {:<{}} {:<{}} {:>8.2f}B {:>5} {:>6} {:>4} {:>5} {:>8} {:>8}  {}\n", m.id, id_w, m.family, fam_w, m.arch, arch_w,
-                       static_cast<double>(m.params) / 1e9, m.moe ? "moe" : "dense", m.layers, m.kv_heads, m.head_dim_k, m.ctx_native,
+    out += fmt::format("{:<{}} {:<{}} {:<{}} {:<{}} {:>8.2f}B {:>5} {:>6} {:>4} {:>5} {:>8} {:>8}  {}\n", m.id, id_w, m.family, fam_w, m.arch, arch_w,
+                       m.license.empty() ? "-" : m.license, lic_w, static_cast<double>(m.params) / 1e9, m.moe ? "moe" : "dense", m.layers, m.kv_heads, m.head_dim_k, m.ctx_native,
                        m.ctx_extended ? std::to_string(m.ctx_extended) : "-", aliases);
   }
   if (shown == 0) out += "(no catalog model matches '" + filter + "')\n";
@@ -137,15 +139,18 @@ std::string listing(const char* key, ordered_json items) {
 
 }  // namespace
 
-std::string models_json(const Catalog& c, const std::string& filter) {
+std::string models_json(const Catalog& c, const std::string& filter, const std::vector<std::string>& licenses) {
+  check_license_filter(c, licenses);
   ordered_json items = ordered_json::array();
   for (const auto& m : c.models)
-    if (matches(m, filter))
+    if (matches(m, filter) && license_matches(c, m.license, licenses))
       items.push_back({{"id", m.id},
                      {"name", m.name},
                      {"hf_id", m.hf_id},
                      {"arch", m.arch},
                      {"family", m.family},
+                     {"license", m.license.empty() ? ordered_json(nullptr) : ordered_json(m.license)},
+                     {"license_source", m.license_source.empty() ? ordered_json(nullptr) : ordered_json(m.license_source)},
                      {"params", m.params},
                      {"layers", m.layers},
                      {"kv_heads", m.kv_heads},

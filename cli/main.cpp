@@ -63,6 +63,23 @@ std::string flag_named(const std::string& message) {
   return "arguments";
 }
 
+// --license a,b: the values, blanks trimmed; an empty entry is refused by name rather than dropped.
+std::vector<std::string> license_values(const std::string& list) {
+  std::vector<std::string> out;
+  if (list.empty()) return out;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = list.find(',', start);
+    std::string v = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    v.erase(0, v.find_first_not_of(" \t"));
+    v.erase(v.find_last_not_of(" \t") + 1);
+    if (v.empty()) throw InputError("--license", list, "has an empty entry; give comma-separated license ids, open or other");
+    out.push_back(v);
+    if (comma == std::string::npos) return out;
+    start = comma + 1;
+  }
+}
+
 std::vector<std::string> split_paths(const char* env) {
   std::vector<std::string> out;
   if (!env) return out;
@@ -266,6 +283,9 @@ int run(std::vector<std::string> raw, std::ostream& out, std::ostream& err) {
   app.add_option("--min-tps", min_tps, "without --model: only models whose plan decodes at least this many tokens per second");
   app.add_option("--family", family, "without --model: only this model family (see `kvplan models`)");
   app.add_option("--arch-kind", arch_kind, "without --model: moe or dense");
+  std::string license_list;
+  app.add_option("--license", license_list, "without --model, and for `kvplan models`: only models under these licenses (comma-separated "
+                 "ids as `kvplan models` lists them, e.g. apache-2.0,mit; open = OSI-approved; other = a custom license)");
   app.add_flag("--moe", moe_only, "without --model: mixture-of-experts models only (--arch-kind moe)");
   app.add_flag("--dense", dense_only, "without --model: dense models only (--arch-kind dense)");
   auto* models_cmd = app.add_subcommand("models", "list the catalog's models (optionally those matching FILTER: id, name, family, arch, moe, dense)");
@@ -383,7 +403,8 @@ int run(std::vector<std::string> raw, std::ostream& out, std::ostream& err) {
     if (server->parsed())
       throw InputError(server->get_name(), "", "runs from the kvplan program or `python -m kvplan " + server->get_name() + "`");
   if (models_cmd->parsed()) {
-    out << (json ? kvplan::cli::models_json(catalog, models_filter) : kvplan::cli::render_models(catalog, models_filter));
+    const auto licenses = license_values(license_list);
+    out << (json ? kvplan::cli::models_json(catalog, models_filter, licenses) : kvplan::cli::render_models(catalog, models_filter, licenses));
     return 0;
   }
   if (gpus_cmd->parsed()) {
@@ -480,6 +501,7 @@ int run(std::vector<std::string> raw, std::ostream& out, std::ostream& err) {
     q.base = req;
     q.top = app.get_option("--top")->count() ? top : 20;
     q.family = family;
+    q.licenses = license_values(license_list);
     if (moe_only && dense_only) throw InputError("--moe", "", "give --moe or --dense, not both");
     q.arch_kind = moe_only ? "moe" : dense_only ? "dense" : arch_kind;
     if (!arch_kind.empty() && (moe_only || dense_only) && arch_kind != q.arch_kind) throw InputError("--arch-kind", arch_kind, "disagrees with --moe/--dense");
@@ -490,8 +512,8 @@ int run(std::vector<std::string> raw, std::ostream& out, std::ostream& err) {
     out << (json ? kvplan::to_json(w) : kvplan::cli::render_what_fits(w));
     return w.rows.empty() ? 1 : 0;
   }
-  if (!models_list.empty() || !family.empty() || !arch_kind.empty() || moe_only || dense_only || !min_ctx_text.empty() || min_tps)
-    throw InputError(!models_list.empty() ? "--models" : !family.empty() ? "--family" : !min_ctx_text.empty() ? "--min-ctx" : min_tps ? "--min-tps" : "--arch-kind",
+  if (!models_list.empty() || !family.empty() || !arch_kind.empty() || moe_only || dense_only || !min_ctx_text.empty() || min_tps || !license_list.empty())
+    throw InputError(!models_list.empty() ? "--models" : !family.empty() ? "--family" : !license_list.empty() ? "--license" : !min_ctx_text.empty() ? "--min-ctx" : min_tps ? "--min-tps" : "--arch-kind",
                      "", "ranks models without --model (kvplan --gpu G --task T); with --model, drop it");
   std::error_code ec;
   req.model_spec = kvplan::cli::read_model(req.model, catalog, arch_engine);

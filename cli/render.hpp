@@ -9,14 +9,15 @@ namespace kvplan::cli {
 
 std::string render_plan(const Plan& plan);                 // the default table
 std::string render_explain(const Plan& plan, int rank);     // one option in full
-std::string render_models(const Catalog& catalog, const std::string& filter = {});  // filter: a substring of id, name, family or arch
+// filter: a substring of id, name, family or arch; licenses: as what-fits --license (empty: any)
+std::string render_models(const Catalog& catalog, const std::string& filter = {}, const std::vector<std::string>& licenses = {});
 std::string render_what_fits(const WhatFits& w);           // models ranked for a GPU and a task
 std::string render_needs(const NeedsResult& n);            // the hardware a model needs
 std::string render_gpus(const Catalog& catalog);
 std::string render_engines(const Catalog& catalog);         // `kvplan engines`
 std::string render_inspect(const ModelSpec& model);          // what was read from a model file
 // --json forms of the listings (schema/catalog.schema.json)
-std::string models_json(const Catalog& catalog, const std::string& filter = "");  // `kvplan models [FILTER] --json`
+std::string models_json(const Catalog& catalog, const std::string& filter = "", const std::vector<std::string>& licenses = {});  // `kvplan models [FILTER] --json`
 std::string gpus_json(const Catalog& catalog);
 std::string engines_json(const Catalog& catalog);
 

@@ -65,6 +65,7 @@ void check_filters(const Catalog& c, const WhatFitsRequest& q) {
     if (std::find(families.begin(), families.end(), q.family) == families.end())
       throw InputError("--family", q.family, "is not a catalog model family", families, closest_match(q.family, families));
   }
+  check_license_filter(c, q.licenses);
   if (q.min_ctx && *q.min_ctx < 256) throw InputError("--min-ctx", std::to_string(*q.min_ctx), "must be at least 256 tokens");
   if (q.min_tps && !(*q.min_tps > 0)) throw InputError("--min-tps", fmt::format("{:g}", *q.min_tps), "must be tokens per second above 0");
   if (q.top < 1) throw InputError("--top", std::to_string(q.top), "must be at least 1");
@@ -74,9 +75,10 @@ void check_filters(const Catalog& c, const WhatFitsRequest& q) {
                      "pin --ctx-size too, or leave a cache type free");
 }
 
-bool passes_kind(const WhatFitsRequest& q, const ModelSpec* m) {
+bool passes_kind(const Catalog& c, const WhatFitsRequest& q, const ModelSpec* m) {
   if (!m) return true;  // a GGUF file name: read by the planner; the kind filters apply after planning
   if (!q.family.empty() && m->family != q.family) return false;
+  if (!license_matches(c, m->license, q.licenses)) return false;
   if (q.arch_kind == "moe" && !m->moe) return false;
   if (q.arch_kind == "dense" && m->moe) return false;
   return true;
@@ -90,6 +92,7 @@ FitRow row_for(const Plan& p, const QualityScale& qs, const Catalog& c, const Ta
   row.model = p.model->id;
   row.name = p.model->name;
   row.family = p.model->family;
+  row.license = p.model->license;
   row.params = p.model->params;
   row.moe = p.model->moe.has_value();
   row.quality = task_quality(qs, c, *p.model);
@@ -109,7 +112,8 @@ FitRow row_for(const Plan& p, const QualityScale& qs, const Catalog& c, const Ta
   return row;
 }
 
-bool passes_option_filters(const WhatFitsRequest& q, const FitRow& row) {
+bool passes_option_filters(const Catalog& c, const WhatFitsRequest& q, const FitRow& row) {
+  if (!license_matches(c, row.license, q.licenses)) return false;
   if (q.min_ctx && row.option.ctx_per_slot < *q.min_ctx) return false;
   if (q.min_tps && row.option.decode_tps < *q.min_tps) return false;
   if (!q.family.empty() && row.family != q.family) return false;
@@ -149,6 +153,25 @@ double least_weight_bytes(const Catalog& c, const ModelSpec& m) {
 
 }  // namespace
 
+// "open": an OSI-approved license; "other": a custom license (the Hub's `license: other`); else a license id.
+void check_license_filter(const Catalog& c, const std::vector<std::string>& licenses) {
+  std::vector<std::string> accepted = {"open", "other"};
+  for (const auto& l : c.licenses) accepted.push_back(l.id);
+  for (const auto& v : licenses)
+    if (std::find(accepted.begin(), accepted.end(), v) == accepted.end())
+      throw InputError("--license", v, "is not a license id, 'open' (OSI-approved) or 'other' (a custom license)", accepted,
+                       closest_match(v, accepted));
+}
+
+bool license_matches(const Catalog& c, const std::string& license, const std::vector<std::string>& filter) {
+  if (filter.empty()) return true;
+  const LicenseSpec* l = c.find_license(license);  // nullptr: a model read from a file, whose license kvplan does not know
+  if (!l) return false;
+  return std::any_of(filter.begin(), filter.end(), [&](const std::string& v) {
+    return v == l->id || (v == "open" && l->osi) || (v == "other" && l->hub == "other");
+  });
+}
+
 bool fit_ranks_before(const FitRow& a, const FitRow& b) {
   const auto tier = [](const FitRow& r) { return std::make_pair(!r.reaches_min, !r.meets_floor); };
   if (tier(a) != tier(b)) return tier(a) < tier(b);
@@ -165,7 +188,7 @@ WhatFits what_fits(const Catalog& c, const WhatFitsRequest& q) {
   out.reference = qs.reference;
   std::vector<Candidate> todo;
   for (auto& cand : candidates_of(c, q)) {
-    if (passes_kind(q, cand.model)) todo.push_back(std::move(cand));
+    if (passes_kind(c, q, cand.model)) todo.push_back(std::move(cand));
     else ++out.filtered;
   }
   out.considered = static_cast<int>(todo.size());
@@ -203,7 +226,7 @@ WhatFits what_fits(const Catalog& c, const WhatFitsRequest& q) {
     }
     ++out.fitting;
     FitRow row = row_for(*plans[i], qs, c, *out.task);
-    if (passes_option_filters(q, row)) out.rows.push_back(std::move(row));
+    if (passes_option_filters(c, q, row)) out.rows.push_back(std::move(row));
     else ++out.filtered;
   }
   std::sort(out.rows.begin(), out.rows.end(), fit_ranks_before);

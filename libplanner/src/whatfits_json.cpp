@@ -67,7 +67,7 @@ std::string to_json(const WhatFits& w, int indent) {
   j["request"] = {{"gpu", gpus},          {"task", w.task->id},       {"engine", q.base.engine},
                   {"models", q.models},   {"min_ctx", optional_json(q.min_ctx)}, {"min_tps", optional_json(q.min_tps)},
                   {"family", q.family.empty() ? json(nullptr) : json(q.family)},
-                  {"arch_kind", q.arch_kind.empty() ? json(nullptr) : json(q.arch_kind)}, {"top", q.top}};
+                  {"arch_kind", q.arch_kind.empty() ? json(nullptr) : json(q.arch_kind)}, {"license", q.licenses}, {"top", q.top}};
   j["task"] = {{"id", w.task->id}, {"ctx_target", w.task->ctx_target}, {"ctx_min", w.task->ctx_min},
                {"decode_floor_tps", w.task->decode_floor_tps}, {"quality_reference", w.reference.empty() ? json(nullptr) : json(w.reference)}};
   json devices = json::array();
@@ -81,6 +81,7 @@ std::string to_json(const WhatFits& w, int indent) {
                     {"model", r.model},
                     {"name", r.name},
                     {"family", r.family},
+                    {"license", r.license.empty() ? json(nullptr) : json(r.license)},
                     {"params", r.params},
                     {"moe", r.moe},
                     {"quality", quality_json(r.quality)},

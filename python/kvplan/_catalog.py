@@ -99,6 +99,8 @@ class Model:
     aliases: tuple[str, ...]
     source: str
     note: str
+    license: str                     # an id of data/licenses.yaml (what what_fits(license=) filters by); "" read from a file
+    license_source: str              # where the license is stated
     file_format: str | None          # read from a GGUF: its weight format
     file_paths: tuple[str, ...]      # read from a file: every file (GGUF splits), else empty
     fields_used: tuple[str, ...]     # read from config.json: the fields read

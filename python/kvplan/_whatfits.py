@@ -18,7 +18,7 @@ def _flat(row: dict[str, Any]) -> dict[str, Any]:
     """One what-fits row as a flat record: the model, its quality, the plan's figures, the score."""
     o, q = row["option"], row["quality"]
     return {"rank": row["rank"], "model": row["model"], "name": row["name"], "family": row["family"],
-            "params": row["params"], "moe": row["moe"], "quality": q["value"], "quality_estimated": q["estimated"],
+            "license": row["license"], "params": row["params"], "moe": row["moe"], "quality": q["value"], "quality_estimated": q["estimated"],
             "quality_basis": q["basis"], "weights": o["weights"], "ctx_per_slot": o["ctx_per_slot"],
             "cache_type_k": o["cache_type_k"], "cache_type_v": o["cache_type_v"],
             "decode_tokens_per_s": o["decode_tokens_per_s"], "host_bytes": o["host_bytes"],
@@ -46,7 +46,7 @@ class WhatFits:
     def to_dataframe(self) -> _pd.DataFrame:
         """One row per ranked model: the columns of `records`."""
         pd = _pandas()
-        columns = list(_flat({"rank": 0, "model": "", "name": "", "family": "", "params": 0, "moe": False,
+        columns = list(_flat({"rank": 0, "model": "", "name": "", "family": "", "license": None, "params": 0, "moe": False,
                               "quality": {"value": 0, "estimated": False, "basis": ""}, "reaches_task_min": True,
                               "meets_speed_floor": True, "plan_factor": 1, "score": 0,
                               "option": {k: None for k in ("weights", "ctx_per_slot", "cache_type_k", "cache_type_v",
@@ -96,15 +96,18 @@ class Needs:
 @signature_checked("kvplan.what_fits()")
 def what_fits(gpu: str | Sequence[str], task: str | None = None, *, models: Sequence[str] | None = None,
               min_ctx: int | str | None = None, min_tps: float | None = None, family: str | None = None,
-              arch_kind: str | None = None, top: int = 20, engine: str | None = None, host_ram: Size | None = None,
-              reserve: Size | None = None, n_parallel: int | None = None, data: PathLike | Sequence[PathLike] | None = None) -> WhatFits:
+              arch_kind: str | None = None, license: str | Sequence[str] | None = None, top: int = 20,
+              engine: str | None = None, host_ram: Size | None = None, reserve: Size | None = None,
+              n_parallel: int | None = None, data: PathLike | Sequence[PathLike] | None = None) -> WhatFits:
     """Rank the catalog's models (or `models`: catalog names, GGUF file names) for a GPU and a task: each model's
     recommended plan, ordered by its task quality times what the plan keeps of it (docs/ranking.md §9).
-    min_ctx, min_tps, family and arch_kind ("moe" | "dense") filter; top keeps the first N. Raises InputError."""
+    min_ctx, min_tps, family, arch_kind ("moe" | "dense") and license (a license id of data/licenses.yaml, "open" for
+    OSI-approved, "other" for a custom license, or a list: any of them) filter; top keeps the first N. Raises InputError."""
     cat = catalog(data)
     req = request(cat, gpu=gpu, task=task, engine=engine, host_ram=host_ram, reserve=reserve, n_parallel=n_parallel)
     ctx = _core.parse_token_count(str(min_ctx), "min_ctx") if isinstance(min_ctx, str) else min_ctx
-    text = _core.what_fits_json(cat, req, list(models or []), ctx, min_tps, family or "", arch_kind or "", top)
+    licenses = [license] if isinstance(license, str) else list(license or [])
+    text = _core.what_fits_json(cat, req, list(models or []), ctx, min_tps, family or "", arch_kind or "", top, licenses)
     return WhatFits(json.loads(text))
 
 

@@ -388,6 +388,8 @@ PYBIND11_MODULE(_core, m) {
       .def_readonly("hf_id", &ModelSpec::hf_id)
       .def_readonly("arch", &ModelSpec::arch)
       .def_readonly("family", &ModelSpec::family)
+      .def_readonly("license", &ModelSpec::license)
+      .def_readonly("license_source", &ModelSpec::license_source)
       .def_readonly("source", &ModelSpec::source)
       .def_readonly("note", &ModelSpec::note)
       .def_readonly("aliases", &ModelSpec::aliases)
@@ -501,7 +503,8 @@ PYBIND11_MODULE(_core, m) {
   // What fits and needs (docs/ranking.md §9, §10) as their JSON contract (schema/what_fits.schema.json).
   m.def("what_fits_json",
         [](const Catalog& catalog, const Request& base, const std::vector<std::string>& models, std::optional<int> min_ctx,
-           std::optional<double> min_tps, const std::string& family, const std::string& arch_kind, int top) {
+           std::optional<double> min_tps, const std::string& family, const std::string& arch_kind, int top,
+           const std::vector<std::string>& licenses) {
           WhatFitsRequest q;
           q.base = base;
           q.models = models;
@@ -511,11 +514,12 @@ PYBIND11_MODULE(_core, m) {
           q.min_tps = min_tps;
           q.family = family;
           q.arch_kind = arch_kind;
+          q.licenses = licenses;
           q.top = top;
           return to_json(what_fits(catalog, q));
         },
         py::arg("catalog"), py::arg("request"), py::arg("models"), py::arg("min_ctx"), py::arg("min_tps"), py::arg("family"),
-        py::arg("arch_kind"), py::arg("top"), py::call_guard<py::gil_scoped_release>());
+        py::arg("arch_kind"), py::arg("top"), py::arg("licenses") = std::vector<std::string>{}, py::call_guard<py::gil_scoped_release>());
   m.def("needs_json", [](const Catalog& catalog, const Request& base, int max_count) { return to_json(needs(catalog, base, max_count)); },
         py::arg("catalog"), py::arg("request"), py::arg("max_count") = 8, py::call_guard<py::gil_scoped_release>());
   m.attr("WHAT_FITS_SCHEMA_VERSION") = kWhatFitsSchemaVersion;

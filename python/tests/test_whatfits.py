@@ -50,6 +50,10 @@ def test_filters_and_models() -> None:
     assert all(r["moe"] and r["ctx_per_slot"] >= 32768 and r["decode_tokens_per_s"] >= 30 for r in w.records)
     w = kvplan.what_fits("rtx4090", "coding", models=["qwen3-8b", "qwen2.5-coder-32b"])
     assert sorted(r["model"] for r in w.records) == ["qwen2.5-coder-32b-instruct", "qwen3-8b"]
+    w = kvplan.what_fits("rtx4090", "agentic", license=["apache-2.0", "mit"], host_ram="64GB")
+    assert w.records and all(r["license"] in ("apache-2.0", "mit") for r in w.records)
+    assert w.to_dict()["request"]["license"] == ["apache-2.0", "mit"]
+    assert all(m.license and m.license_source for m in kvplan.models())
 
 
 def test_same_json_as_the_cli(tmp_path: Path) -> None:
@@ -67,6 +71,9 @@ def test_bad_input_is_input_error() -> None:
     assert e.value.field == "--arch-kind" and "moe" in e.value.accepted
     with pytest.raises(kvplan.InputError):
         kvplan.what_fits("rtx4090", "agentic", family="qwen9")
+    with pytest.raises(kvplan.InputError) as e:
+        kvplan.what_fits("rtx4090", "agentic", license="apache2")
+    assert e.value.field == "--license" and "apache-2.0" in e.value.accepted and "open" in e.value.accepted
     with pytest.raises(kvplan.InputError):
         kvplan.what_fits("rtx4090", "agentic", topp=3)  # type: ignore[call-arg]
 

@@ -57,6 +57,13 @@ def main():
     doc = check_list(a.kvplan, schema, ["--gpu", "rtx4090", "--task", "chat", "--family", "qwen3", "--dense", "--top", "3"], failures)
     if doc is not None and (len(doc["rows"]) > 3 or any(r["family"] != "qwen3" or r["moe"] for r in doc["rows"])):
         failures.append("filters: --family qwen3 --dense --top 3")
+    doc = check_list(a.kvplan, schema, ["--gpu", "rtx4090", "--task", "agentic", "--license", "apache-2.0,mit", "--top", "50"], failures)
+    if doc is not None and (not doc["rows"] or any(r["license"] not in ("apache-2.0", "mit") for r in doc["rows"])):
+        failures.append(f"--license apache-2.0,mit: {[(r['model'], r['license']) for r in doc['rows']]}")
+    rc, out, _ = run(a.kvplan, "models", "--license", "open", "--json")
+    listed = json.loads(out).get("models", []) if rc == 0 else []
+    if rc != 0 or not listed or any(m["license"] not in ("apache-2.0", "mit") for m in listed):
+        failures.append(f"kvplan models --license open: exit {rc}, {[(m['id'], m['license']) for m in listed]}")
     doc = check_list(a.kvplan, schema, ["--gpu", "rtx4090", "--task", "coding", "--models", "qwen2.5-coder-32b,qwen3-8b,Qwen3-14B-Q4_K_M.gguf"], failures)
     if doc is not None and sorted(r["model"] for r in doc["rows"]) != ["qwen2.5-coder-32b-instruct", "qwen3-14b", "qwen3-8b"]:
         failures.append(f"--models: {[r['model'] for r in doc['rows']]}")
@@ -71,7 +78,8 @@ def main():
             failures.append(f"needs: the smallest GPU's option misses the requirement: {o}")
     for bad in (["--gpu", "rtx4090", "--arch-kind", "mixture"], ["--gpu", "rtx4090", "--family", "qwen9"],
                 ["--gpu", "rtx4090", "--models", "no-such-model"], ["needs", "--task", "agentic"],
-                ["--gpu", "rtx4090", "--model", "qwen3-8b", "--min-tps", "5"]):
+                ["--gpu", "rtx4090", "--model", "qwen3-8b", "--min-tps", "5"], ["--gpu", "rtx4090", "--license", "apache2"],
+                ["models", "--license", "gpl"], ["--gpu", "rtx4090", "--license", "mit,"]):
         rc, out, err = run(a.kvplan, *bad, "--json")
         if rc != 2 or "error" not in json.loads(out or "{}"):
             failures.append(f"bad input {bad}: exit {rc}, {err.strip()}")

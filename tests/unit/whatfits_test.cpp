@@ -1,6 +1,7 @@
 // data/quality/ loading, the task quality scale (docs/ranking.md §8), what fits (§9) and needs (§10).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -120,17 +121,44 @@ TEST_CASE("linear equating with scatter: the means and deviations over the commo
   CHECK(q.measured.at("qwen2.5-coder-32b-instruct").value == Approx(q32));
 }
 
-TEST_CASE("a measured figure is shrunk towards the size fit, as one column against its own") {
-  const Catalog c = fixture();
+TEST_CASE("a measured figure is shrunk towards the size fit, one source against its own sources") {
+  // qwen2.5-coder-32b: bench-a and bench-b from one document (n = 1); qwen3-14b: the same two from two documents (n = 2)
+  std::string s = std::string(kBenchmarks) + "scores:\n";
+  for (auto [m, a] : std::vector<std::pair<const char*, double>>{{"qwen2.5-coder-7b-instruct", 40}, {"qwen2.5-coder-14b-instruct", 50}, {"qwen2.5-coder-32b-instruct", 60}})
+    s += score(m, "bench-a", a) + score(m, "bench-b", 2 * a - 10);
+  s += "  - {model: qwen3-14b, benchmark: bench-a, value: 70, source: 'card, https://example.org/card', date: 2025-01}\n"
+       "  - {model: qwen3-14b, benchmark: bench-b, value: 130, source: 'https://example.org/leaderboard.csv, row x', date: 2025-01}\n";
+  const Catalog c = with_quality("shrink", s);
   const QualityScale q = quality_scale(c, "coding");
-  for (const char* id : {"qwen2.5-coder-32b-instruct", "qwen3-8b"}) {
+  for (auto [id, n] : std::vector<std::pair<const char*, double>>{{"qwen2.5-coder-32b-instruct", 1}, {"qwen3-14b", 2}}) {
     const ModelSpec& m = c.model(id);
     const TaskQuality& own = q.measured.at(id);
-    const double n = own.benchmarks.size(), by_size = q.size_intercept + q.size_slope * std::log(effective_params(m) / 1e9);
+    const double by_size = q.size_intercept + q.size_slope * std::log(effective_params(m) / 1e9);
     INFO(id);
-    CHECK(n == (std::string(id) == "qwen3-8b" ? 1 : 2));
-    CHECK(task_quality(q, c, m).value == Approx(std::max((n * own.value + by_size) / (n + 1), q.scale_low)));
-    CHECK_FALSE(task_quality(q, c, m).estimated);
+    CHECK(own.benchmarks.size() == 2);
+    const TaskQuality t = task_quality(q, c, m);
+    CHECK(t.value == Approx(std::max((n * own.value + by_size) / (n + 1), q.scale_low)));
+    CHECK(t.basis.find(n == 1 ? "(1 source against 1)" : "(2 sources against 1)") != std::string::npos);
+    CHECK_FALSE(t.estimated);
+  }
+}
+
+TEST_CASE("variants of a benchmark that are different tests are not pooled; others are") {
+  std::string s = std::string(kBenchmarks) +
+                  "  - {id: bench-w, name: W, tasks: [coding], metric: '%', scale: [0, 100], higher_is_better: true, pool_variants: false, source: test}\n"
+                  "  - {id: bench-p, name: P, tasks: [coding], metric: '%', scale: [0, 100], source: test}\n"
+                  "scores:\n";
+  const char* models[] = {"qwen2.5-coder-7b-instruct", "qwen2.5-coder-14b-instruct", "qwen2.5-coder-32b-instruct"};
+  for (int i = 0; i < 3; ++i) {
+    const std::string window = ", variant: w" + std::to_string(i);  // one variant per model: too rare to link alone
+    s += score(models[i], "bench-a", 40 + 10 * i) + score(models[i], "bench-w", 10 + 10 * i, window) + score(models[i], "bench-p", 10 + 10 * i, window);
+  }
+  const QualityScale q = quality_scale(with_quality("pooling", s), "coding");
+  for (const char* m : models) {
+    const auto& cols = q.measured.at(m).benchmarks;
+    INFO(m);
+    CHECK(std::count(cols.begin(), cols.end(), "bench-p (variants pooled)") == 1);
+    CHECK(std::none_of(cols.begin(), cols.end(), [](const std::string& c) { return c.rfind("bench-w", 0) == 0; }));
   }
 }
 
@@ -209,6 +237,58 @@ TEST_CASE("what fits: every row fits, the order follows the rule, no row is domi
     const WhatFits fam = what_fits(c, f);
     CHECK(fam.rows.size() <= 3);
     for (const auto& r : fam.rows) CHECK(r.family == "qwen3");
+    f = q;
+    f.licenses = {"open"};
+    const WhatFits open = what_fits(c, f);
+    CHECK_FALSE(open.rows.empty());
+    for (const auto& r : open.rows) CHECK(c.find_license(r.license)->osi);
+    f.licenses = {"gemma", "llama3.1"};
+    for (const auto& r : what_fits(c, f).rows) CHECK((r.license == "gemma" || r.license == "llama3.1"));
+    f.licenses = {"other"};
+    for (const auto& r : what_fits(c, f).rows) CHECK(c.find_license(r.license)->hub == "other");
+  }
+}
+
+TEST_CASE("licenses: every catalog model has a license the filter accepts, with its source") {
+  const Catalog& c = kvtest::catalog();
+  REQUIRE_FALSE(c.licenses.empty());
+  for (const auto& m : c.models) {
+    INFO(m.id);
+    const LicenseSpec* l = c.find_license(m.license);
+    REQUIRE(l != nullptr);
+    CHECK_FALSE(m.license_source.empty());
+    CHECK_NOTHROW(check_license_filter(c, {m.license}));
+    CHECK(license_matches(c, m.license, {m.license}));
+    CHECK(license_matches(c, m.license, {}));
+    CHECK(license_matches(c, m.license, {"open"}) == l->osi);
+  }
+  for (const auto& l : c.licenses) CHECK_FALSE(l.source.empty());
+  // a model read from a file has no known license: any license filter leaves it out
+  CHECK_FALSE(license_matches(c, "", {"open"}));
+}
+
+TEST_CASE("licenses: a bad --license value is refused naming the field, the value, what is accepted and the closest") {
+  WhatFitsRequest q;
+  q.base.gpu = "rtx4090";
+  q.licenses = {"apache2"};
+  try {
+    what_fits(kvtest::catalog(), q);
+    FAIL("no error");
+  } catch (const InputError& e) {
+    CHECK(e.field() == "--license");
+    CHECK(std::string(e.what()).find("apache2") != std::string::npos);
+    CHECK(std::string(e.what()).find("apache-2.0") != std::string::npos);
+  }
+  const fs::path dir = fs::temp_directory_path() / "kvplan_license_bad";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::ofstream(dir / "m.yaml") << "models:\n  - {id: qwen3-8b, license: apache}\n";
+  try {
+    load_catalog({dir.string()});
+    FAIL("no error");
+  } catch (const InputError& e) {
+    CHECK(e.field() == "models.qwen3-8b.license");
+    CHECK(std::string(e.what()).find("apache-2.0") != std::string::npos);
   }
 }
 

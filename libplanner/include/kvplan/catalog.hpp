@@ -77,6 +77,7 @@ struct Moe {
 struct ModelSpec {
   bool operator==(const ModelSpec&) const = default;
   std::string id, name, hf_id, arch, family, source, note;
+  std::string license, license_source;  // a data/licenses.yaml id and where it is stated ("" for a model read from a file)
   std::vector<std::string> aliases;
   std::int64_t params = 0;
   int layers = 0, embd = 0, heads = 0, kv_heads = 0, head_dim_k = 0, head_dim_v = 0, ff = 0, vocab = 0;
@@ -503,12 +504,22 @@ struct Benchmark {
   std::vector<std::string> tasks;  // kvplan task ids it informs
   double scale_low = 0, scale_high = 100;
   bool higher_is_better = true;
+  // false: its variants are different tests (LiveCodeBench's problem windows, SWE-bench's agent systems), so a
+  // variant too rare to link alone is not pooled with the others (docs/ranking.md §8 step 3)
+  bool pool_variants = true;
 };
 struct BenchmarkScore {  // one published figure of one catalog model
   bool operator==(const BenchmarkScore&) const = default;
   std::string model, benchmark, variant, mode, source, date, note;  // variant/mode/note: "" when null
   double value = 0;
   std::string file;  // data file:line it came from (for error messages)
+};
+
+// ---------- model licenses (data/licenses.yaml) ----------
+struct LicenseSpec {
+  bool operator==(const LicenseSpec&) const = default;
+  std::string id, name, hub, source;  // hub: the Hugging Face `license:` metadata value ("other" for a custom license)
+  bool osi = false;                   // OSI-approved (opensource.org/licenses): what `--license open` accepts
 };
 
 // ---------- the catalog ----------
@@ -527,6 +538,7 @@ struct Catalog {
   PriorParams prior;
   std::vector<Benchmark> benchmarks;   // data/quality/*.yaml `benchmarks:`
   std::vector<BenchmarkScore> scores;  // data/quality/*.yaml `scores:`
+  std::vector<LicenseSpec> licenses;   // data/licenses.yaml
 
   // Lookups by id, alias or display name (case- and punctuation-insensitive). Throw InputError
   // with a "did you mean" suggestion naming `field`.
@@ -544,6 +556,7 @@ struct Catalog {
   const RuntimeProfile* runtime(const std::string& name, const std::string& field = "--engine") const;
   std::vector<std::string> engine_ids() const;  // llama.cpp first, then the runtimes
   const WeightFormat* find_weight_format(const std::string& id) const;
+  const LicenseSpec* find_license(const std::string& id) const;
 };
 
 // The embedded catalog merged with each directory in `extra_dirs` (later wins; entries merged by id,

@@ -58,11 +58,13 @@ struct WhatFitsRequest {
   std::optional<double> min_tps;      // decode tokens per second (options of unknown speed are left out)
   std::string family;                 // catalog family id ("" = any)
   std::string arch_kind;              // "moe" | "dense" | "" (any)
+  std::vector<std::string> licenses;  // --license: license ids, "open" (OSI-approved) or "other" (custom); any of them (empty: any)
   int top = 20;
 };
 
 struct FitRow {
   std::string model, name, family;    // model: catalog id (or the file's name)
+  std::string license;                // data/licenses.yaml id ("" for a model read from a file)
   std::int64_t params = 0;
   bool moe = false;
   TaskQuality quality;
@@ -86,6 +88,11 @@ struct WhatFits {
 };
 
 WhatFits what_fits(const Catalog& c, const WhatFitsRequest& request);
+// --license: throws InputError naming the value, what is accepted and the closest id for a value that is none of
+// the catalog's license ids, "open" or "other".
+void check_license_filter(const Catalog& c, const std::vector<std::string>& licenses);
+// The model's license passes the --license filter (an empty filter passes everything).
+bool license_matches(const Catalog& c, const std::string& license, const std::vector<std::string>& filter);
 // a ranks before b: tiers (task minimum reached, speed floor met), then the score, then the model id.
 bool fit_ranks_before(const FitRow& a, const FitRow& b);
 

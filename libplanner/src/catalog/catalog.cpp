@@ -204,6 +204,11 @@ const EngineSpec& Catalog::engine(const std::string& id, const std::string& fiel
 const WeightFormat* Catalog::find_weight_format(const std::string& id) const {
   return find_by_name(weight_formats, id, [](const WeightFormat& f) { return id_only(f); });
 }
+const LicenseSpec* Catalog::find_license(const std::string& id) const {
+  for (const auto& l : licenses)
+    if (l.id == id) return &l;
+  return nullptr;
+}
 const WeightFormat& Catalog::weight_format(const std::string& id, const std::string& field) const {
   return lookup(weight_formats, id, field, "weight format", [](const WeightFormat& f) { return id_only(f); });
 }

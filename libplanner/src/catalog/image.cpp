@@ -27,7 +27,7 @@ KVPLAN_IMAGE_FIELDS(Recurrent, x.kind, x.d_conv, x.d_inner, x.d_state, x.n_group
 KVPLAN_IMAGE_FIELDS(WeightTensor, x.name, x.type, x.ne0, x.nrows, x.on_host)
 KVPLAN_IMAGE_FIELDS(Moe, x.experts, x.experts_used, x.expert_ff, x.shared_ff, x.dense_lead, x.layer_step)
 KVPLAN_IMAGE_FIELDS(ModelSpec::Remote, x.kind, x.id, x.llama_flag, x.llama_value, x.ollama_from)
-KVPLAN_IMAGE_FIELDS(ModelSpec, x.id, x.name, x.hf_id, x.arch, x.family, x.source, x.note, x.aliases, x.params, x.layers, x.embd,
+KVPLAN_IMAGE_FIELDS(ModelSpec, x.id, x.name, x.hf_id, x.arch, x.family, x.source, x.note, x.license, x.license_source, x.aliases, x.params, x.layers, x.embd,
                     x.heads, x.kv_heads, x.head_dim_k, x.head_dim_v, x.ff, x.vocab, x.tied_embeddings, x.qkv_bias, x.qk_norm,
                     x.post_norms, x.attn_sinks, x.rope, x.ctx_native, x.ctx_extended, x.rope_scaling, x.swa, x.moe, x.mla,
                     x.recurrent, x.kv_heads_per_layer, x.sliding_layers, x.head_dim_k_swa, x.head_dim_v_swa, x.shared_kv_from,
@@ -80,12 +80,14 @@ KVPLAN_IMAGE_FIELDS(PriorParams, x.model_version, x.bits_ref, x.size_ref_b, x.si
                     x.size_exponent_k, x.size_exponent_v, x.size_exponent_norot, x.size_knee_b, x.ctx_floor, x.alpha_k,
                     x.alpha_k_size, x.alpha_v, x.interval_low, x.interval_high, x.types, x.families, x.measured, x.analogs,
                     x.evidence, x.calibrations, x.source)
-KVPLAN_IMAGE_FIELDS(Benchmark, x.id, x.name, x.metric, x.source, x.tasks, x.scale_low, x.scale_high, x.higher_is_better)
+KVPLAN_IMAGE_FIELDS(Benchmark, x.id, x.name, x.metric, x.source, x.tasks, x.scale_low, x.scale_high, x.higher_is_better,
+                    x.pool_variants)
 KVPLAN_IMAGE_FIELDS(BenchmarkScore, x.model, x.benchmark, x.variant, x.mode, x.source, x.date, x.note, x.value, x.file)
+KVPLAN_IMAGE_FIELDS(LicenseSpec, x.id, x.name, x.hub, x.source, x.osi)
 KVPLAN_IMAGE_FIELDS(Checkpoint, x.id, x.model, x.weights, x.repo, x.source, x.native)
 KVPLAN_IMAGE_FIELDS(Interconnect, x.id, x.name, x.source, x.gbs, x.allreduce_latency_us)
 KVPLAN_IMAGE_FIELDS(Catalog, x.models, x.gpus, x.engines, x.weight_formats, x.tasks, x.runtimes, x.prior, x.benchmarks,
-                    x.scores, x.checkpoints, x.interconnects)
+                    x.scores, x.licenses, x.checkpoints, x.interconnects)
 #undef KVPLAN_IMAGE_FIELDS
 
 template <class T> struct is_vector : std::false_type {};

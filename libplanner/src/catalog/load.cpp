@@ -79,7 +79,8 @@ void add_document_body(Sources& sources, const std::string& text, const std::str
   for (const auto& kv : root) {
     const std::string name = kv.first.as<std::string>();
     const YAML::Node& value = kv.second;
-    if (name == "models" || name == "gpus" || name == "formats" || name == "tasks" || name == "checkpoints" || name == "interconnects") {
+    if (name == "models" || name == "gpus" || name == "formats" || name == "tasks" || name == "checkpoints" || name == "interconnects" ||
+        name == "licenses") {
       if (!value.IsSequence()) throw InputError(where(file, value), name, "must be a list");
       for (const auto& item : value) merge_entry(sources.collections[name], item, file, name);
     } else if (name == "engine" || name == "prior" || name == "runtime") {
@@ -96,7 +97,8 @@ void add_document_body(Sources& sources, const std::string& text, const std::str
       // file-level provenance, documentation only
     } else {
       throw InputError(where(file, kv.first), name, "unknown top-level key",
-                       {"models", "gpus", "engine", "runtime", "formats", "tasks", "checkpoints", "interconnects", "prior", "quant_fallback", "benchmarks", "scores", "source"});
+                       {"models", "gpus", "engine", "runtime", "formats", "tasks", "checkpoints", "interconnects", "prior", "quant_fallback", "benchmarks", "scores",
+                        "licenses", "source"});
     }
   }
 }
@@ -211,6 +213,10 @@ ModelSpec read_model(const Reader& r) {
   m.ctx_extended = r.get<int>("ctx_extended", 0);
   m.source = r.get<std::string>("source");
   m.note = r.get<std::string>("note", "");
+  m.license = r.get<std::string>("license", "");
+  m.license_source = r.get<std::string>("license_source", "");
+  if (!m.license.empty() && m.license_source.empty())
+    throw InputError(r.location(), "models '" + m.id + "' license_source", "a model's license needs the source that states it");
   for (auto [key, v] : {std::pair{"params", m.params}, {"layers", m.layers}, {"embd", m.embd}, {"vocab", m.vocab},
                         {"ctx_native", m.ctx_native}})
     require_positive(r, key, v);
@@ -800,6 +806,25 @@ Checkpoint read_checkpoint(const Reader& r) {
   return c;
 }
 
+LicenseSpec read_license(const Reader& r) {
+  LicenseSpec l;
+  l.id = r.id();
+  l.name = r.get<std::string>("name");
+  l.hub = r.get<std::string>("hub");
+  l.osi = r.get<bool>("osi");
+  l.source = r.get<std::string>("source");
+  return l;
+}
+
+// Every model's license names a data/licenses.yaml entry.
+void check_model_licenses(const Catalog& c) {
+  std::vector<std::string> ids;
+  for (const auto& l : c.licenses) ids.push_back(l.id);
+  for (const auto& m : c.models)
+    if (!m.license.empty() && !c.find_license(m.license))
+      throw InputError("models." + m.id + ".license", m.license, "is not a license id of data/licenses.yaml", ids, closest_match(m.license, ids));
+}
+
 Interconnect read_interconnect(const Reader& r) {
   Interconnect i;
   i.id = r.id();
@@ -821,7 +846,9 @@ std::vector<T> read_all(const Sources& s, const std::string& collection, F read)
       {"models", {"id", "name", "hf_id", "aliases", "arch", "family", "params", "layers", "embd", "heads", "kv_heads", "head_dim",
                   "head_dim_v", "ff", "vocab", "tied_embeddings", "qkv_bias", "qk_norm", "post_norms", "attn_sinks", "rope", "ctx_native",
                   "ctx_extended", "rope_scaling", "swa", "moe", "mla", "recurrent", "kv_heads_per_layer", "sliding_layers",
-                  "head_dim_swa", "head_dim_v_swa", "shared_kv_from", "mtp_layers", "native_expert_type", "source", "note"}},
+                  "head_dim_swa", "head_dim_v_swa", "shared_kv_from", "mtp_layers", "native_expert_type", "license", "license_source",
+                  "source", "note"}},
+      {"licenses", {"id", "name", "hub", "osi", "source"}},
       {"gpus", {"id", "name", "aliases", "vendor", "backend", "memory", "total_mib", "total_source", "working_set_mib",
                 "compute_capability", "arch", "bandwidth_gbs", "fp16_tflops", "source", "note"}},
       {"checkpoints", {"id", "model", "weights", "repo", "native", "source"}},
@@ -898,6 +925,8 @@ Catalog parse_catalog(const std::vector<std::string>& extra_dirs) {
   c.runtimes = read_all<RuntimeProfile>(sources, "runtime", read_runtime);
   c.checkpoints = read_all<Checkpoint>(sources, "checkpoints", read_checkpoint);
   c.interconnects = read_all<Interconnect>(sources, "interconnects", read_interconnect);
+  c.licenses = read_all<LicenseSpec>(sources, "licenses", read_license);
+  check_model_licenses(c);
   auto priors = read_all<PriorParams>(sources, "prior", read_prior);
   if (priors.empty()) throw InputError("data", "prior", "no quality prior in the catalog");
   c.prior = priors.front();

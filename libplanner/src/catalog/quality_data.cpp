@@ -63,7 +63,7 @@ std::vector<Benchmark> read_benchmarks(const QualityEntries& entries, const Cata
   std::vector<Benchmark> out;
   const auto task_ids = ids_of(c.tasks);
   for (const auto& [node, file] : entries) {
-    const Fields f(node, file, "benchmarks", {"id", "name", "tasks", "metric", "scale", "higher_is_better", "source", "note"});
+    const Fields f(node, file, "benchmarks", {"id", "name", "tasks", "metric", "scale", "higher_is_better", "pool_variants", "source", "note"});
     Benchmark b;
     b.id = f.get<std::string>("id");
     if (std::any_of(out.begin(), out.end(), [&](const Benchmark& x) { return x.id == b.id; }))
@@ -72,6 +72,7 @@ std::vector<Benchmark> read_benchmarks(const QualityEntries& entries, const Cata
     b.metric = f.get<std::string>("metric");
     b.source = f.get<std::string>("source");
     b.higher_is_better = f.has("higher_is_better") ? f.get<bool>("higher_is_better") : true;
+    b.pool_variants = f.has("pool_variants") ? f.get<bool>("pool_variants") : true;
     b.tasks = f.get<std::vector<std::string>>("tasks");
     for (const auto& t : b.tasks)
       if (std::find(task_ids.begin(), task_ids.end(), t) == task_ids.end())

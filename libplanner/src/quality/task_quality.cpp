@@ -7,6 +7,7 @@
 #include <cmath>
 #include <fmt/format.h>
 #include <numeric>
+#include <regex>
 #include <set>
 
 #include "kvplan/whatfits.hpp"
@@ -21,6 +22,7 @@ struct Cell {  // one model's figure on one column, oriented so that higher is b
   std::string model, column;
   double value = 0;
   std::string pooled;  // the column of the benchmark's variants pooled (same mode), for variants too rare to link
+  bool poolable = true;  // false: the benchmark's variants are different tests (Benchmark::pool_variants)
 };
 
 // A column is one test condition: the benchmark, its variant, and thinking mode apart from the rest (a reasoning
@@ -38,7 +40,7 @@ std::vector<Cell> task_cells(const Catalog& c, const std::string& task) {
     if (b == c.benchmarks.end() || std::find(b->tasks.begin(), b->tasks.end(), task) == b->tasks.end()) continue;
     const double v = b->higher_is_better ? s.value : b->scale_low + b->scale_high - s.value;
     const std::string pooled = s.benchmark + " (variants pooled)" + (s.mode == "thinking" ? " (thinking)" : "");
-    pick.emplace(std::make_pair(s.model, column_id(s)), Cell{s.model, column_id(s), v, pooled});
+    pick.emplace(std::make_pair(s.model, column_id(s)), Cell{s.model, column_id(s), v, pooled, b->pool_variants});
   }
   std::vector<Cell> out;
   for (const auto& [key, cell] : pick) out.push_back(cell);
@@ -112,13 +114,35 @@ std::string figure_list(const std::vector<Cell>& cells, const std::string& model
 std::vector<Cell> pool_unlinked(const std::vector<Cell>& cells, const std::map<std::string, QualityScale::Column>& linked) {
   std::map<std::pair<std::string, std::string>, std::pair<double, int>> sum;
   for (const auto& cell : cells)
-    if (!linked.count(cell.column)) {
+    if (!linked.count(cell.column) && cell.poolable) {
       auto& s = sum[{cell.model, cell.pooled}];
       s.first += cell.value;
       ++s.second;
     }
   std::vector<Cell> out;
   for (const auto& [key, s] : sum) out.push_back({key.first, key.second, s.first / s.second, key.second});
+  return out;
+}
+
+// The document a figure was read from: the first web address in its source (a model card, a report, a leaderboard
+// page or repository), without the scheme; the whole text when it names none.
+std::string source_document(const std::string& source) {
+  static const std::regex address(R"((?:https?://)?((?:[A-Za-z0-9-]+\.)+[A-Za-z]{2,}/[^\s,;'"()]*))");
+  std::smatch m;
+  if (!std::regex_search(source, m, address)) return source;
+  std::string doc = m[1].str();
+  while (!doc.empty() && (doc.back() == '.' || doc.back() == '/')) doc.pop_back();
+  return doc;
+}
+
+// The documents behind a model's figures on the columns its measured figure uses (a pooled column: the variants in it).
+std::set<std::string> documents(const QualityScale& q, const Catalog& c, const std::string& model) {
+  std::set<std::string> used(q.measured.at(model).benchmarks.begin(), q.measured.at(model).benchmarks.end()), out;
+  for (const auto& s : c.scores) {
+    if (s.model != model) continue;
+    const std::string pooled = s.benchmark + " (variants pooled)" + (s.mode == "thinking" ? " (thinking)" : "");
+    if (used.count(column_id(s)) || used.count(pooled)) out.insert(source_document(s.source));
+  }
   return out;
 }
 
@@ -181,13 +205,14 @@ QualityScale quality_scale(const Catalog& c, const std::string& task_id) {
 // else the catalog-wide fit on size alone. Recency is not used: release dates are not in the catalog.
 TaskQuality task_quality(const QualityScale& q, const Catalog& c, const ModelSpec& m) {
   if (auto it = q.measured.find(m.id); it != q.measured.end()) {
-    // Shrinkage towards what models of its size score (§8.2): the size fit counts as one more column, so a model
-    // known from one benchmark is half its figure and half its size's, one known from four is four fifths its own.
+    // Shrinkage towards what models of its size score (§8 step 4): the size fit counts as one more source, so a model
+    // known from one document is half its figure and half its size's, one known from four is four fifths its own.
+    // Sources, not columns: the figures of one model card share its harness, prompts and choice of what to report.
     TaskQuality t = it->second;
-    const double n = static_cast<double>(t.benchmarks.size());
+    const double n = static_cast<double>(std::max<size_t>(1, documents(q, c, m.id).size()));
     const double by_size = q.size_intercept + q.size_slope * std::log(effective_params(m) / 1e9);
     t.value = std::max((n * t.value + kSizeWeight * by_size) / (n + kSizeWeight), q.scale_low);
-    t.basis += fmt::format("; {:.1f} on the scale, shrunk towards the size fit's {:.1f} ({:g} column{} against 1)", it->second.value, by_size, n,
+    t.basis += fmt::format("; {:.1f} on the scale, shrunk towards the size fit's {:.1f} ({:g} source{} against 1)", it->second.value, by_size, n,
                            n == 1 ? "" : "s");
     return t;
   }
