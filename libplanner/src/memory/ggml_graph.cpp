@@ -11,7 +11,7 @@ std::int64_t Tensor::bytes() const {
   const std::int64_t size = type == Type::i8 ? 1 : type == Type::f16 ? 2 : type == Type::i64 ? 8 : 4;
   std::int64_t n = size;
   for (std::int64_t d : ne) n = checked_mul(n, d, "compute graph tensor");
-  return n;
+  return checked_add(n, extra, "compute graph tensor");
 }
 
 int Graph::add(Tensor t, bool leaf) {
@@ -24,6 +24,18 @@ int Graph::add(Tensor t, bool leaf) {
 int Graph::input(Type type, std::array<std::int64_t, 4> ne) {
   Tensor t;
   t.type = type, t.ne = ne, t.input = true;
+  return add(t, true);
+}
+
+int Graph::host_leaf(Type type, std::array<std::int64_t, 4> ne) {
+  Tensor t;
+  t.type = type, t.ne = ne, t.host = true;
+  return add(t, true);
+}
+
+int Graph::node_copy(Type type, std::array<std::int64_t, 4> ne) {
+  Tensor t;
+  t.type = type, t.ne = ne, t.input = true, t.copy_of_node = true;
   return add(t, true);
 }
 
@@ -141,7 +153,7 @@ std::int64_t peak_bytes(const Graph& g, std::int64_t alignment) {
   auto allocate = [&](int i) {
     const Tensor& t = T[static_cast<size_t>(i)];
     State& s = st[static_cast<size_t>(i)];
-    if (s.allocated || is_view(i) || t.external) return;
+    if (s.allocated || is_view(i) || t.external || t.host) return;
     s.allocated = true;
     if (t.inplace) {
       for (int p : t.srcs) {
@@ -160,7 +172,7 @@ std::int64_t peak_bytes(const Graph& g, std::int64_t alignment) {
   };
   auto release = [&](int i) {
     const Tensor& t = T[static_cast<size_t>(i)];
-    if (t.output) return;
+    if (t.output || t.host) return;
     mem.free(st[static_cast<size_t>(i)].offset, t.bytes());
     st[static_cast<size_t>(i)].allocated = false;
   };
@@ -188,6 +200,25 @@ std::int64_t peak_bytes(const Graph& g, std::int64_t alignment) {
     }
   }
   return mem.max_size();
+}
+
+std::int64_t host_bytes(const Graph& g, std::int64_t alignment, int input_copies) {
+  std::int64_t sum = 0;
+  for (const Tensor& t : g.tensors()) {
+    if (!(t.host || t.input) || t.view_of >= 0 || t.copy_of_node) continue;
+    const std::int64_t one = align_up(t.bytes(), alignment);
+    sum = checked_add(sum, t.input ? checked_mul(one, input_copies, "host compute buffer") : one, "host compute buffer");
+  }
+  return sum;
+}
+
+std::int64_t input_bytes(const Graph& g, std::int64_t alignment) {
+  std::int64_t sum = 0;
+  for (int l : g.leafs()) {
+    const Tensor& t = g.at(l);
+    if (t.input && !t.host) sum = checked_add(sum, align_up(t.bytes(), alignment), "compute buffer");
+  }
+  return sum;
 }
 
 }  // namespace kvplan::ggml_graph

@@ -1,6 +1,8 @@
 #pragma once
 // A model of the compute graph llama.cpp reserves and of ggml-alloc's placement of it, for the compute
-// buffer of the CPU backend (one buffer holds every graph tensor there).
+// buffers: the CPU backend's (one buffer holds every graph tensor there) and a GPU backend's, where the
+// scheduler keeps some tensors in the host buffer (Tensor::host) and a backend may allocate more than a
+// tensor's bytes (Tensor::extra, get_alloc_size).
 //
 // Graph: the tensors ggml-alloc sees, in llama.cpp's node order, with what decides their placement:
 // size, layout (type and shape: in-place reuse needs the same layout), in-place capable op, view source,
@@ -26,6 +28,11 @@ struct Tensor {
   bool input = false;     // GGML_TENSOR_FLAG_INPUT
   bool output = false;    // GGML_TENSOR_FLAG_OUTPUT: never freed, never reused
   bool inplace = false;   // ggml_op_can_inplace(op)
+  // In the host (CPU) buffer, not the device's: a graph input the scheduler keeps on the CPU backend, or the
+  // host node that reads a host weight (ggml-backend.cpp ggml_backend_sched_split_graph, "1.inp"/"1.wgt").
+  bool host = false;
+  bool copy_of_node = false;  // a split input copied from a host node, not from a graph input (no input on the host)
+  std::int64_t extra = 0;  // bytes the backend allocates past the tensor (ggml_backend_buft_get_alloc_size)
   std::vector<int> srcs;  // placed parents only, in src order
   std::int64_t bytes() const;
 };
@@ -34,6 +41,10 @@ class Graph {
  public:
   // A leaf set by the caller (inp_tokens, the KQ mask, ...): placed before any node.
   int input(Type type, std::array<std::int64_t, 4> ne);
+  // A tensor of the host buffer the device graph does not read (the token rows a device gets a copy of).
+  int host_leaf(Type type, std::array<std::int64_t, 4> ne);
+  // A device split's input copied from a host node (the token rows): placed like an input, kept n_copies times.
+  int node_copy(Type type, std::array<std::int64_t, 4> ne);
   // A node computed into a new tensor of this layout.
   int op(Type type, std::array<std::int64_t, 4> ne, std::vector<int> srcs);
   // A node whose op may overwrite its first parent of the same layout (ADD, MUL, RMS_NORM, ROPE, SOFT_MAX, ...).
@@ -44,6 +55,13 @@ class Graph {
   // A node writing into memory the graph does not own (SET_ROWS into the cache): keeps its parents alive.
   int external(std::vector<int> srcs);
   void mark_output(int t) { tensors_[static_cast<std::size_t>(t)].output = true; }
+  void mark_host(int t) { tensors_[static_cast<std::size_t>(t)].host = true; }
+  // Pipeline parallelism flags every split input copy output as well, so ggml-alloc never frees or reuses it.
+  void keep_inputs() {
+    for (int l : leafs_) tensors_[static_cast<std::size_t>(l)].output |= tensors_[static_cast<std::size_t>(l)].input;
+  }
+  void mark_host_if(bool host, int t) { tensors_[static_cast<std::size_t>(t)].host |= host; }
+  void add_extra(int t, std::int64_t bytes) { tensors_[static_cast<std::size_t>(t)].extra += bytes; }
   const Tensor& at(int t) const { return tensors_[static_cast<std::size_t>(t)]; }
 
   const std::vector<Tensor>& tensors() const { return tensors_; }
@@ -56,7 +74,15 @@ class Graph {
   std::vector<int> leafs_, nodes_;
 };
 
-// The size ggml-alloc reserves for the graph: the high-water mark of its placement.
+// The size ggml-alloc reserves for the graph: the high-water mark of its placement (host tensors left out).
 std::int64_t peak_bytes(const Graph& graph, std::int64_t alignment);
+// What the host buffer holds of a GPU graph: every graph input (the scheduler keeps inputs on the CPU backend and
+// copies those a device split reads) and every host tensor, each aligned. They are all live at once: the inputs
+// are set before the graph runs and the only host node (the token rows) is an input of the device split.
+// input_copies: pipeline parallelism keeps n_copies of each input on the CPU backend too (pass 5, "4.cpy").
+std::int64_t host_bytes(const Graph& graph, std::int64_t alignment, int input_copies = 1);
+// The device's split inputs (every non-host graph input, copied into the device buffer at the start of its
+// split), each aligned: what pipeline parallelism keeps n_copies times.
+std::int64_t input_bytes(const Graph& graph, std::int64_t alignment);
 
 }  // namespace kvplan::ggml_graph

@@ -27,8 +27,10 @@ struct CacheInputs {
 class Builder {
  public:
   Builder(const ModelSpec& m, const EngineSpec& engine, const EngineSpec::ArchRule& arch, const ContextShape& s,
-          const GgmlType& type_k, const GgmlType& type_v, bool flash_attn)
+          const GgmlType& type_k, const GgmlType& type_v, bool flash_attn, const GraphTarget& target)
       : m_(m), arch_(arch), type_k_(type_k), type_v_(type_v), fa_(flash_attn), rotate_(engine.rule_holds("kv_rotation")),
+        mask_f16_(engine.rule_holds("kq_mask_f16")), embd_select_(engine.rule_holds("embd_input_select")),
+        glu_op_(engine.rule_holds("glu_op")), target_(target),
         layers_(layer_caches(m, engine)),
         // graph_reserve: n_seq_max sequences, the tokens rounded up to a multiple of them
         n_seqs_(std::max(1, s.n_seq)), ub_((s.n_ubatch + n_seqs_ - 1) / n_seqs_ * n_seqs_),
@@ -42,9 +44,22 @@ class Builder {
   }
 
   std::optional<Graph> build() {
-    const int tokens = g_.input(Type::i32, {ub_, 1, 1, 1});
-    g_.input(Type::f32, {e_, ub_, 1, 1});  // inp_embd: built beside inp_tokens, unused, never freed (llm_graph_input_embd)
-    int cur = g_.op(Type::f32, {e_, ub_, 1, 1}, {tokens});  // GET_ROWS token_embd
+    // On a GPU the token rows are looked up on the CPU (token_embd stays in RAM: llama-model.cpp dev_input) from inputs
+    // kept there; a device that cannot read host memory gets a copy of the rows as an input of its split (pass 5),
+    // which is also what a later device of a layer split receives from the one before.
+    const bool gpu = target_.inputs != GraphInputs::in_buffer;
+    const int tokens = input(Type::i32, {ub_, 1, 1, 1});
+    if (gpu) g_.mark_host(tokens);
+    // inp_embd: built beside inp_tokens, unused, never freed (llm_graph_input_embd; build rule embd_input_select)
+    if (embd_select_) g_.mark_host_if(gpu, input(Type::f32, {e_, ub_, 1, 1}));
+    int cur = -1;
+    if (target_.inputs == GraphInputs::copied) {
+      g_.host_leaf(Type::f32, {e_, ub_, 1, 1});  // GET_ROWS token_embd on the CPU
+      cur = g_.node_copy(Type::f32, {e_, ub_, 1, 1});  // its copy in the device buffer
+    } else {
+      cur = g_.op(Type::f32, {e_, ub_, 1, 1}, {tokens});  // GET_ROWS token_embd
+      if (gpu) g_.mark_host(cur);
+    }
     // ggml_build_forward_expand adds a node when something expanded needs it: a layer's last nodes (after its
     // last explicit expand: SET_ROWS into the cache, the recurrent state copies) join the graph only when the next
     // layer's first expand pulls them in, after that layer's state gathers (build_rs expands them first).
@@ -74,6 +89,7 @@ class Builder {
       rest = [this, il, block, inp_sa] { return feed_forward(il, block(), inp_sa); };
     }
     cur = rest();
+    if (!target_.holds_output) return std::move(g_);  // another device of a layer split holds the logits
     int result_norm = norm(cur);
     if (arch_.outputs_after_norm) result_norm = g_.op(Type::f32, {e_, n_out_, 1, 1}, {result_norm, output_ids()});
     g_.mark_output(result_norm);
@@ -83,26 +99,52 @@ class Builder {
 
  private:
   int norm(int t) { return g_.inplace({g_.inplace({t})}); }  // RMS_NORM, MUL by the weight
+  // A graph input (ggml_set_input). The scheduler keeps every input on the CPU backend ("1.inp"); a device that
+  // reads host memory in place (Metal's shared buffers) uses it there, others read a copy in their compute buffer,
+  // which is what the tensor stands for in the device's graph.
+  int input(Type type, std::array<std::int64_t, 4> ne) {
+    const int t = g_.input(type, ne);
+    if (target_.inputs == GraphInputs::read_in_place) g_.mark_host(t);
+    return t;
+  }
   int output_ids() {
-    if (out_ids_ < 0) out_ids_ = g_.input(Type::i32, {n_out_, 1, 1, 1});
+    if (out_ids_ < 0) out_ids_ = input(Type::i32, {n_out_, 1, 1, 1});
     return out_ids_;
   }
   int rope(int t, CacheInputs& c, int nrot_k) {
     if (pos_ < 0) {
-      if (nrot_k > 0 && c.rot_k < 0) c.rot_k = g_.input(Type::f32, {nrot_k, nrot_k, 1, 1});  // met first, in Q's rotation
-      pos_ = g_.input(Type::i32, {ub_, 1, 1, 1});
+      if (nrot_k > 0 && c.rot_k < 0) c.rot_k = input(Type::f32, {nrot_k, nrot_k, 1, 1});  // met first, in Q's rotation
+      pos_ = input(Type::i32, {ub_, 1, 1, 1});
     }
     return g_.inplace({t, pos_});
   }
   // Hadamard rotation (llama-graph.cpp build_attn with the cache's attn_rot_k / attn_rot_v): a MUL_MAT of the
   // reshaped rows by the nrot x nrot input.
   int rotated(int t, int& rot, std::int64_t n, std::array<std::int64_t, 4> shape) {
-    if (rot < 0) rot = g_.input(Type::f32, {n, n, 1, 1});
+    if (rot < 0) rot = input(Type::f32, {n, n, 1, 1});
     const std::int64_t rows = shape[0] * shape[1] * shape[2] * shape[3] / n;
     return g_.view(g_.op(Type::f32, {n, rows, 1, 1}, {rot, g_.view(t, {n, rows, 1, 1})}), shape);
   }
+  // The KQ mask: f16 with flash attention since PR #23764 (build rule kq_mask_f16; llama-graph.cpp
+  // build_attn_inp_kv: cparams.flash_attn ? GGML_TYPE_F16 : GGML_TYPE_F32); before it an f32 input that FA read
+  // through a ggml_cast to f16, a node on the device live through every layer.
   void require_mask(CacheInputs& c) {
-    if (c.mask < 0) c.mask = g_.input(fa_ ? Type::f16 : Type::f32, {c.n_kv, ub_ / ns_, 1, ns_});
+    if (c.mask >= 0) return;
+    const std::array<std::int64_t, 4> ne{c.n_kv, ub_ / ns_, 1, ns_};
+    c.mask = input(fa_ && mask_f16_ ? Type::f16 : Type::f32, ne);
+    if (fa_ && !mask_f16_) c.mask = g_.op(Type::f16, ne, {c.mask});
+  }
+  // CUDA/ROCm flash attention at a reserve's ubatch runs the tile or MMA kernel, which needs f16 K and V: the FA
+  // node's allocation holds f16 copies of K and V views of another type, each 128-aligned, V sharing K's when it is
+  // a view of K (ggml-cuda/fattn.cu ggml_cuda_flash_attn_ext_get_alloc_size, fattn-common.cuh get_f16_extra_data).
+  void add_f16_scratch(int fa_node, std::int64_t k_elems, std::int64_t v_elems) {
+    if (!target_.fa_f16_scratch) return;
+    auto pad = [](std::int64_t n) { return (n + 127) / 128 * 128; };
+    const std::int64_t base = g_.at(fa_node).bytes();
+    std::int64_t end = base;
+    if (type_k_.name != "f16" && type_k_.name != "f32") end = pad(end) + 2 * k_elems;
+    if (v_elems > 0 && type_v_.name != "f16" && type_v_.name != "f32") end = pad(end) + 2 * v_elems;
+    g_.add_extra(fa_node, end - base);
   }
 
   // Attention over a K/V cache (llama-graph.cpp build_attn, build_attn_mha): the projections and the cache writes
@@ -134,9 +176,9 @@ class Builder {
 
     // llama_kv_cache::cpy_k / cpy_v: SET_ROWS into the cache; without flash attention V is stored transposed and
     // indexed per element.
-    if (c.k_idx < 0) c.k_idx = g_.input(Type::i64, {ub_, 1, 1, 1});
+    if (c.k_idx < 0) c.k_idx = input(Type::i64, {ub_, 1, 1, 1});
     g_.external({g_.view(k, k_shape), c.k_idx});
-    if (c.v_idx < 0) c.v_idx = g_.input(Type::i64, {fa_ ? ub_ : ub_ * hv * kvh, 1, 1, 1});
+    if (c.v_idx < 0) c.v_idx = input(Type::i64, {fa_ ? ub_ : ub_ * hv * kvh, 1, 1, 1});
     g_.external({g_.view(v, v_shape), c.v_idx});
     require_mask(c);
     return [this, &c, q, q_full, q_shape, hk, hv, kvh, heads, rot_v] {
@@ -148,7 +190,9 @@ class Builder {
       if (type_k_.name == "f32") srcs.push_back(g_.op(Type::f16, {hk * kvh * c.n_kv, ns_, 1, 1}, {}));
       if (type_v_.name == "f32") srcs.push_back(g_.op(Type::f16, {hv * kvh * c.n_kv, ns_, 1, 1}, {}));
       srcs.push_back(c.mask);
-      kqv = g_.view(g_.op(Type::f32, {hv, heads, ub_, 1}, srcs), {hv * heads, ub_, 1, 1});
+      const int fa = g_.op(Type::f32, {hv, heads, ub_, 1}, srcs);
+      add_f16_scratch(fa, hk * kvh * c.n_kv * ns_, hv * kvh * c.n_kv * ns_);
+      kqv = g_.view(fa, {hv * heads, ub_, 1, 1});
     } else {
       const int kq = g_.op(Type::f32, {c.n_kv, ub_ / ns_, heads, ns_}, {q_perm});
       const int probs = g_.inplace({kq, c.mask});  // SOFT_MAX (ext: scale, mask, sinks)
@@ -181,7 +225,7 @@ class Builder {
     const int latent = g_.view(norm(g_.view(kv, {kvl, ub_, 1, 1})), {kvl, 1, ub_, 1});
     const int k_pe = rope(g_.view(kv, {nr, 1, ub_, 1}), c, 0);
     const int k_cur = g_.op(Type::f32, {kvl + nr, 1, ub_, 1}, {latent, k_pe});  // CONCAT
-    if (c.k_idx < 0) c.k_idx = g_.input(Type::i64, {ub_, 1, 1, 1});
+    if (c.k_idx < 0) c.k_idx = input(Type::i64, {ub_, 1, 1, 1});
     g_.external({g_.view(k_cur, {kvl + nr, 1, ub_, 1}), c.k_idx});
     require_mask(c);
     const int q_perm = g_.view(q_cur, {kvl + nr, ub_, heads, 1});
@@ -193,7 +237,9 @@ class Builder {
         srcs.push_back(g_.op(Type::f16, {kvl * c.n_kv, ns_, 1, 1}, {}));
       }
       srcs.push_back(c.mask);
-      latent_out = g_.view(g_.op(Type::f32, {kvl, heads, ub_, 1}, srcs), {kvl, ub_, heads, 1});
+      const int fa = g_.op(Type::f32, {kvl, heads, ub_, 1}, srcs);
+      add_f16_scratch(fa, (kvl + nr) * c.n_kv * ns_, 0);  // V is a view of K: it shares K's copy
+      latent_out = g_.view(fa, {kvl, ub_, heads, 1});
     } else {
       // V is not transposed in the cache: build_attn_mha makes a contiguous transposed copy in the cache type
       const int v_cont = g_.op(Type::i8, {type_k_.row_size(c.n_kv) * kvl * ns_, 1, 1, 1}, {});
@@ -246,7 +292,7 @@ class Builder {
   // llm_graph_context::build_rs: the n_seqs sequences' states gathered from the recurrent cache (GET_ROWS by the
   // state-copy indices; n_rs = n_seq_max in the reserve, so no extra states are copied)
   int gather_states(std::int64_t width) {
-    if (s_copy_ < 0) s_copy_ = g_.input(Type::i32, {n_seqs_, 1, 1, 1});
+    if (s_copy_ < 0) s_copy_ = input(Type::i32, {n_seqs_, 1, 1, 1});
     return g_.op(Type::f32, {width, n_seqs_, 1, 1}, {s_copy_});
   }
 
@@ -309,7 +355,13 @@ class Builder {
   int dense(std::int64_t ff, int x, std::int64_t rows) {  // gate, up, GLU, down
     const int gate = g_.op(Type::f32, {ff, rows, 1, 1}, {x});
     const int up = g_.op(Type::f32, {ff, rows, 1, 1}, {x});
-    return g_.op(Type::f32, {e_, rows, 1, 1}, {g_.op(Type::f32, {ff, rows, 1, 1}, {gate, up})});
+    return g_.op(Type::f32, {e_, rows, 1, 1}, {glu(gate, up)});
+  }
+  // The gated activation: a GLU op into a new tensor since PR #14158 (build rule glu_op: ggml_swiglu_split); before
+  // it the activation ran in place on the gate and the MUL by up in place on that (llama-graph.cpp build_ffn).
+  int glu(int gate, int up) {
+    if (!glu_op_) return g_.inplace({g_.inplace({gate}), up});
+    return g_.op(Type::f32, g_.at(gate).ne, {gate, up});
   }
   // llama-graph.cpp build_moe_ffn: router, top-k, weights, MUL_MAT_ID over the chosen experts, their weighted sum.
   int experts(int x, std::int64_t rows) {
@@ -332,7 +384,7 @@ class Builder {
     const int xs = g_.view(x, {e_, 1, rows, 1});
     const int gate = g_.inplace({g_.op(Type::f32, {ffe, n_used, rows, 1}, {xs, top}), top});  // + ADD_ID bias
     const int up = g_.inplace({g_.op(Type::f32, {ffe, n_used, rows, 1}, {xs, top}), top});
-    const int act = g_.op(Type::f32, {ffe, n_used, rows, 1}, {gate, up});
+    const int act = glu(gate, up);
     const int down = g_.inplace({g_.op(Type::f32, {e_, n_used, rows, 1}, {act, top}), top});
     const int weighted = g_.inplace({down, weights});
     int sum = g_.view(weighted, {e_, rows, 1, 1});
@@ -343,7 +395,8 @@ class Builder {
   const ModelSpec& m_;
   const EngineSpec::ArchRule& arch_;
   const GgmlType &type_k_, &type_v_;
-  const bool fa_, rotate_;
+  const bool fa_, rotate_, mask_f16_, embd_select_, glu_op_;
+  const GraphTarget target_;
   const std::vector<LayerCache> layers_;
   const std::int64_t n_seqs_, ub_, ns_, e_, n_out_;
   bool swa_ = false;
@@ -354,7 +407,8 @@ class Builder {
 }  // namespace
 
 std::optional<ggml_graph::Graph> reserve_graph(const ModelSpec& m, const EngineSpec& engine, const ContextShape& s,
-                                               const GgmlType& type_k, const GgmlType& type_v, bool flash_attn) {
+                                               const GgmlType& type_k, const GgmlType& type_v, bool flash_attn,
+                                               const GraphTarget& target) {
   const EngineSpec::ArchRule* arch = engine.arch(m.arch);
   if (!arch || arch->graph.empty() || m.shared_kv_from > 0 || m.layers <= 0) return std::nullopt;
   if (m.recurrent) {
@@ -372,7 +426,7 @@ std::optional<ggml_graph::Graph> reserve_graph(const ModelSpec& m, const EngineS
   // b10454 rotates an MLA cache whose 576-wide rows are a multiple of 64; no measured graph covers it yet.
   if (m.mla && engine.rule_holds("kv_rotation") && type_k.quantized() && (m.mla->kv_lora_rank + m.mla->rope_dim) % 64 == 0)
     return std::nullopt;
-  return Builder(m, engine, *arch, s, type_k, type_v, flash_attn).build();
+  return Builder(m, engine, *arch, s, type_k, type_v, flash_attn, target).build();
 }
 
 }  // namespace kvplan

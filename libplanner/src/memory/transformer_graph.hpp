@@ -17,8 +17,20 @@ namespace kvplan {
 // the head size, at least 64. Applies when the model's K head size is a multiple of 64.
 int kv_rotation_size(int head_size);
 
-// nullopt when the architecture's graph is not modelled (MLA, recurrent, shared experts, ...).
+// Where the graph's inputs live (ggml-backend.cpp ggml_backend_sched_split_graph at b10454): in the one buffer of the
+// CPU backend; or kept on the CPU backend ("1.inp") with a copy in the compute buffer of each GPU split that reads
+// them (pass 5, "create a copy of the input in the split's backend": CUDA, ROCm, Vulkan, SYCL); or read in place
+// from host memory by a device whose buffer types include the host's (Metal on unified memory).
+enum class GraphInputs { in_buffer, copied, read_in_place };
+struct GraphTarget {
+  GraphInputs inputs = GraphInputs::in_buffer;
+  bool fa_f16_scratch = false;  // the FA node allocates f16 copies of non-f16 K/V (CUDA, ROCm)
+  bool holds_output = true;     // the device runs the output layer (the logits block)
+};
+
+// nullopt when the architecture's graph is not modelled (legacy MLA, shared-KV layers, unknown recurrent kinds, ...).
 std::optional<ggml_graph::Graph> reserve_graph(const ModelSpec& model, const EngineSpec& engine, const ContextShape& shape,
-                                               const GgmlType& type_k, const GgmlType& type_v, bool flash_attn);
+                                               const GgmlType& type_k, const GgmlType& type_v, bool flash_attn,
+                                               const GraphTarget& target = {});
 
 }  // namespace kvplan
