@@ -138,7 +138,7 @@ Option size_option(const Setup& s, const Candidate& c, const std::string& mode, 
   const Resolved res = resolved_for(s, c, o);
   o.warnings = option_warnings(s, c, o, mode, ctx == cap);
   o.reason = reason_for(s, o);
-  o.launches = s.runtime ? engines::runtime_launches(*s.catalog, *s.runtime, *s.model, o, res)
+  o.launches = s.runtime ? engines::runtime_launches(*s.catalog, *s.runtime, *s.model, o, res, s.request.model)
                          : engines::launch_lines(*s.model, o, res, s.engine->default_ubatch, s.engine->default_batch);
   o.launch = o.launches.front().text;
   estimate_speed(s, c, o);

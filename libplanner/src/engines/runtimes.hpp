@@ -45,7 +45,8 @@ WeightBytes runtime_weight_bytes(const ModelSpec& model, const WeightFormat& for
 Figure runtime_activation_bytes(const ModelSpec& model, int tokens, int sequences, int tp = 1);
 
 // The lines an engine is started with, by name ("vllm", "ollama-env", "modelfile", "tabby-config", …).
+// `requested`: the name --model gave (a catalog model named by its Ollama tag is pulled by that tag).
 std::vector<Launch> runtime_launches(const Catalog& catalog, const RuntimeProfile& rt, const ModelSpec& model, const Option& option,
-                                     const Resolved& resolved);
+                                     const Resolved& resolved, const std::string& requested = {});
 
 }  // namespace kvplan::engines
