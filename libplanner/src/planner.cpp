@@ -172,7 +172,7 @@ void dress_option(const Setup& s, const Sized::Origin& origin, const std::string
   const Resolved res = resolved_for(s, *origin.candidate, o);
   o.warnings = option_warnings(s, *origin.candidate, o, mode, origin.at_cap);
   o.reason = reason_for(s, o);
-  o.launches = s.runtime ? engines::runtime_launches(*s.catalog, *s.runtime, *s.model, o, res)
+  o.launches = s.runtime ? engines::runtime_launches(*s.catalog, *s.runtime, *s.model, o, res, s.request.model)
                          : engines::launch_lines(*s.model, o, res, s.engine->default_ubatch, s.engine->default_batch);
   o.launch = o.launches.front().text;
 }

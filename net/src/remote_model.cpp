@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 
 #include <curl/curl.h>
 #include <fmt/format.h>
@@ -58,6 +60,44 @@ std::string escape_path(const std::string& path) {
 // A name from a server is shown to the user: no control characters (a terminal would obey them).
 bool printable(const std::string& s) {
   return std::none_of(s.begin(), s.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; });
+}
+
+// huggingface_hub's token (utils/_auth.py get_token, v2.4.0): $HF_TOKEN, else $HUGGING_FACE_HUB_TOKEN, else the
+// token file (constants.py HF_TOKEN_PATH: $HF_TOKEN_PATH, else $HF_HOME/token, HF_HOME defaulting to
+// $XDG_CACHE_HOME/huggingface, XDG_CACHE_HOME to ~/.cache; a leading ~ is the home folder), each cleaned as
+// _clean_token does (CR and LF removed, surrounding spaces stripped; empty = none). `source` says where it came from.
+// Not followed: $VAR expansion inside those paths (os.path.expandvars), OIDC and Colab tokens.
+std::string clean_token(std::string t) {
+  t.erase(std::remove_if(t.begin(), t.end(), [](char c) { return c == '\r' || c == '\n'; }), t.end());
+  const auto space = [](char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; };
+  while (!t.empty() && space(t.back())) t.pop_back();
+  t.erase(t.begin(), std::find_if_not(t.begin(), t.end(), space));
+  return t;
+}
+std::string expand_home(const std::string& path) {
+  if (path.empty() || path[0] != '~' || (path.size() > 1 && path[1] != '/')) return path;
+  return env("HOME") + path.substr(1);
+}
+std::string hub_token(std::string& source) {
+  for (const char* name : {"HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"}) {
+    const std::string t = clean_token(env(name));
+    if (!t.empty()) return source = std::string("$") + name, t;
+  }
+  const std::string home = !env("HF_HOME").empty() ? env("HF_HOME")
+                         : (env("XDG_CACHE_HOME").empty() ? "~/.cache" : env("XDG_CACHE_HOME")) + "/huggingface";
+  const std::string path = expand_home(env("HF_TOKEN_PATH").empty() ? home + "/token" : env("HF_TOKEN_PATH"));
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return source = "", "";  // huggingface_hub: FileNotFoundError = no token
+  constexpr std::uintmax_t kMaxTokenFile = 64 * 1024;
+  if (!std::filesystem::is_regular_file(path, ec) || std::filesystem::file_size(path, ec) > kMaxTokenFile || ec)
+    throw InputError("HF_TOKEN_PATH", path, fmt::format("the Hugging Face token file is not a readable file of at most {} KiB", kMaxTokenFile / 1024),
+                     {"a file holding one token (huggingface-cli login writes it)", "HF_TOKEN=hf_..."});
+  std::ifstream in(path, std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string t = clean_token(text);
+  if (!printable(t)) throw InputError("HF_TOKEN_PATH", path, "the Hugging Face token file holds control characters, not a token");
+  source = t.empty() ? "" : path;
+  return t;
 }
 
 // One model's reads: the settings, the headers every request carries, and how errors name the model.
@@ -286,12 +326,14 @@ std::shared_ptr<ModelSpec> hub_config(const Hub& hub, const std::vector<std::str
 std::shared_ptr<ModelSpec> load_hub(const RemoteId& id, const Catalog& catalog, const std::string& engine) {
   Hub hub{{}, without_trailing_slash(env("HF_ENDPOINT").empty() ? "https://huggingface.co" : env("HF_ENDPOINT")), id.repo};
   hub.reader.id = id.spelled;
-  const std::string token = env("HF_TOKEN");
+  std::string token_source;
+  const std::string token = hub_token(token_source);
   if (!token.empty()) hub.reader.headers.push_back("Authorization: Bearer " + token);
   hub.reader.not_found_hint = fmt::format("no such repo or file on {} (and no such file or folder here)", hub.endpoint);
   hub.reader.denied_hint = fmt::format("{} is gated or private, or does not exist: accept its terms at {}/{} and set HF_TOKEN to a token "
                                        "that can read it{}",
-                                       id.repo, hub.endpoint, id.repo, token.empty() ? " (HF_TOKEN is not set)" : " (HF_TOKEN is set)");
+                                       id.repo, hub.endpoint, id.repo,
+                                       token.empty() ? " (no token: HF_TOKEN is not set and there is no token file)" : " (the token of " + token_source + ")");
   const std::vector<std::string> files = hub.files();
   const bool ggufs = std::any_of(files.begin(), files.end(), is_model_gguf);
   if (ggufs) return hub_gguf(hub, files, id, catalog, engine);

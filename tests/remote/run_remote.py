@@ -253,6 +253,7 @@ def errors(e: Env) -> None:
     fails(e, "test/gated:Q4_K_M", "HTTP 403", "a gated repo with a token that has no access", HF_TOKEN="hf_bad")
     r = e.run("--gpu", "24GB", "--model", "test/gated:Q4_K_M", "--json", HF_TOKEN=server.GOOD_TOKEN)
     check(r.returncode in (0, 1), f"a gated repo with a token that has access plans ({r.stderr.strip()[:200]})")
+    token_files(e)
     fails(e, "test/small-GGUF:IQ1_S", "no GGUF for the quant", "a quant the repo does not have")
     fails(e, b + "/loop/x.gguf", "redirects", "a redirect loop")
     fails(e, b + "/slow/small-Q4_K_M.gguf", "timed out after 1 s", "a server that does not answer in time", KVPLAN_HTTP_TIMEOUT="1")
@@ -284,6 +285,52 @@ def python_api(e: Env, pythonpath: str) -> None:
         except (ValueError, KeyError):
             ok = False
     check(ok, f"Python kvplan.plan(model='test/small-GGUF:Q4_K_M') plans as the CLI does ({r.stderr.strip()[-300:]})")
+
+
+def hub_token_of(e: Env, **extra: str) -> str | None:
+    """The token huggingface_hub (PyPI) finds in this environment: the rule kvplan must follow."""
+    env = dict(e.env, **extra)
+    for k in [k for k, v in extra.items() if v == ""]:
+        env.pop(k)
+    code = "import huggingface_hub as h; print(repr(h.get_token()))"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    return eval(r.stdout.strip()) if r.returncode == 0 else "<huggingface_hub failed: " + r.stderr.strip()[-200:] + ">"
+
+
+def token_files(e: Env) -> None:
+    """The token file, read as huggingface_hub reads it: $HF_TOKEN first, then $HF_TOKEN_PATH, then $HF_HOME/token,
+    then $XDG_CACHE_HOME/huggingface/token; CR/LF and surrounding spaces removed; each case also asked of
+    huggingface_hub.get_token() in the same environment."""
+    d = e.tmp / "tokens"
+    (d / "home").mkdir(parents=True, exist_ok=True)
+    (d / "path-token").write_text("  " + server.GOOD_TOKEN + "\r\n")
+    (d / "home" / "token").write_text(server.GOOD_TOKEN + "\n")
+    (d / "empty-token").write_text("\n")
+    default = Path(e.env["XDG_CACHE_HOME"]) / "huggingface" / "token"
+    cases = [  # (what, env, token huggingface_hub and kvplan should send)
+        ("HF_TOKEN_PATH names the token file", {"HF_TOKEN_PATH": str(d / "path-token")}, server.GOOD_TOKEN),
+        ("$HF_HOME/token", {"HF_HOME": str(d / "home")}, server.GOOD_TOKEN),
+        ("HF_TOKEN_PATH wins over $HF_HOME/token", {"HF_TOKEN_PATH": str(d / "empty-token"), "HF_HOME": str(d / "home")}, None),
+        ("HF_TOKEN wins over the token file", {"HF_TOKEN": "hf_bad", "HF_TOKEN_PATH": str(d / "path-token")}, "hf_bad"),
+        ("an empty token file is no token", {"HF_TOKEN_PATH": str(d / "empty-token")}, None),
+        ("$XDG_CACHE_HOME/huggingface/token by default", {}, server.GOOD_TOKEN),
+    ]
+    try:
+        default.parent.mkdir(parents=True, exist_ok=True)
+        default.write_text(server.GOOD_TOKEN)
+        for what, extra, token in cases:
+            check(hub_token_of(e, **extra) == token, f"token file: huggingface_hub agrees that {what} gives {token!r}")
+            r = e.run("--gpu", "24GB", "--model", "test/gated:Q4_K_M", "--json", **extra)
+            if token == server.GOOD_TOKEN:
+                check(r.returncode in (0, 1), f"token file: {what}: the gated repo plans ({r.stderr.strip()[:200]})")
+            else:
+                cause = "HTTP 403" if token else "HTTP 401"
+                check(r.returncode == 2 and cause in r.stderr, f"token file: {what}: {cause} ({r.stderr.strip()[:200]})")
+    finally:
+        default.unlink()
+    r = e.run("--gpu", "24GB", "--model", "test/gated:Q4_K_M", HF_TOKEN_PATH=str(d))
+    check(r.returncode == 2 and "token file" in r.stderr and str(d) in r.stderr,
+          f"token file: a folder as HF_TOKEN_PATH exits 2 naming it ({r.stderr.strip()[:200]})")
 
 
 def main() -> int:

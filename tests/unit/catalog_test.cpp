@@ -363,12 +363,8 @@ TEST_CASE("architectures llama.cpp loads but kvplan does not size are refused na
     CHECK(std::string(e.what()).find("'deepseek32'") != std::string::npos);
     CHECK(std::string(e.what()).find("indexer") != std::string::npos);
   }
-  for (const char* arch : {"gemma4", "nemotron_h_moe", "falcon-h1"}) {
-    INFO(arch);
-    CHECK(kvtest::engine().unmodelled_archs.count(arch) == 1);
-    CHECK(kvtest::engine().arch(arch) == nullptr);
-  }
-  for (const char* arch : {"glm4moe", "qwen35", "qwen35moe", "nemotron_h"}) {
+  // loaded by b10454 and checked by tests/validation (gemma4-tiny, nemotron_h_moe-tiny, falcon-h1-tiny): sized
+  for (const char* arch : {"glm4moe", "qwen35", "qwen35moe", "nemotron_h", "gemma4", "nemotron_h_moe", "falcon-h1"}) {
     INFO(arch);
     CHECK(kvtest::engine().arch(arch) != nullptr);
     CHECK(kvtest::engine().unmodelled_archs.count(arch) == 0);
@@ -395,6 +391,10 @@ TEST_CASE("issue 16 hybrid entries: Qwen3.5/3.6 and Nemotron-H KV and state from
   // the 25 FFN-only layers hold nothing
   CHECK(kv_bytes_4096("nvidia-nemotron-nano-9b-v2") == 4LL * 8 * 128 * 2 * 2 * n);
   CHECK(state_bytes("nvidia-nemotron-nano-9b-v2") == 27LL * (36864 + 1310720) * 4);
+  // Falcon-H1-7B (parallel hybrid): every one of 44 layers holds 2 KV heads x 128 and a Mamba-2 state
+  // r = 3 (3072 + 2 1 256) = 10752, s = 256 x 3072 = 786432
+  CHECK(kv_bytes_4096("falcon-h1-7b") == 44LL * 2 * 128 * 2 * 2 * n);
+  CHECK(state_bytes("falcon-h1-7b") == 44LL * (10752 + 786432) * 4);
   const ModelSpec& q = kvtest::catalog().model("qwen3.5-27b");
   CHECK_FALSE(q.is_recurrent(64));  // the MTP block
   CHECK(q.kv_heads_at(64) == 0);

@@ -167,6 +167,20 @@ TEST_CASE("Ollama: llama.cpp's memory, one cache type, per-slot num_ctx, env and
   REQUIRE(!two.options.empty());
   CHECK(two.options.front().ctx_per_slot == 16384);
   CHECK(two.options.front().launches[1].text.find("PARAMETER num_ctx 16384") != std::string::npos);
+  // A catalog model named by its Ollama tag (an alias of data/models/qwen3.yaml) is pulled by that tag, whatever the
+  // case it was typed in; named by its id it stays the GGUF file beside the Modelfile.
+  for (const char* tag : {"qwen3:30b", "Qwen3:30B"}) {
+    Request t = ask("ollama", "rtx5090", tag);
+    t.ctx_size = 8192;
+    const Plan pt = plan(kvtest::catalog(), t);
+    REQUIRE(!pt.options.empty());
+    CHECK(pt.options.front().launches[1].text.rfind("FROM qwen3:30b\nPARAMETER num_ctx 8192", 0) == 0);
+  }
+  Request by_id = ask("ollama", "rtx5090", "qwen3-30b-a3b");
+  by_id.ctx_size = 8192;
+  const Plan pi = plan(kvtest::catalog(), by_id);
+  REQUIRE(!pi.options.empty());
+  CHECK(pi.options.front().launches[1].text.rfind("FROM ./", 0) == 0);
 }
 
 TEST_CASE("engine refusals: what each engine will not run exits 2 with the reason") {

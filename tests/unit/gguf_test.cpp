@@ -2,6 +2,9 @@
 #include <catch2/catch.hpp>
 
 #include <filesystem>
+#include <tuple>
+
+#include <fmt/format.h>
 
 #include "gguf_writer.hpp"
 #include "helpers.hpp"
@@ -293,9 +296,44 @@ TEST_CASE("Nemotron-H GGUF: FFN-only layers hold neither KV nor state (b10454 mo
   fs::remove(path);
 }
 
+TEST_CASE("Nemotron-H MoE GGUF: MoE layers hold neither KV nor state (b10454 models/nemotron-h-moe.cpp, create_memory)") {
+  // conversion/nemotron.py for is_moe: feed_forward_length per layer (moe_intermediate_size on 'E', else 0) and the
+  // expert keys; the pattern "MEM*EME" (Nemotron 3's shapes: 2688 wide, 2 KV heads of 128, Mamba-2 d_inner 4096)
+  kvtest::GgufBuilder g;
+  g.str("general.architecture", "nemotron_h_moe");
+  for (auto [k, v] : std::initializer_list<std::pair<const char*, std::uint32_t>>{
+           {"nemotron_h_moe.block_count", 7}, {"nemotron_h_moe.embedding_length", 2688},
+           {"nemotron_h_moe.attention.head_count", 32}, {"nemotron_h_moe.attention.key_length", 128},
+           {"nemotron_h_moe.attention.value_length", 128}, {"nemotron_h_moe.context_length", 262144},
+           {"nemotron_h_moe.ssm.conv_kernel", 4}, {"nemotron_h_moe.ssm.inner_size", 4096}, {"nemotron_h_moe.ssm.state_size", 128},
+           {"nemotron_h_moe.ssm.group_count", 8}, {"nemotron_h_moe.ssm.time_step_rank", 64}, {"nemotron_h_moe.expert_count", 128},
+           {"nemotron_h_moe.expert_used_count", 6}, {"nemotron_h_moe.expert_feed_forward_length", 1856},
+           {"nemotron_h_moe.expert_shared_feed_forward_length", 3712}, {"nemotron_h_moe.expert_shared_count", 1}})
+    g.u32(k, v);
+  g.u32_array("nemotron_h_moe.attention.head_count_kv", {0, 0, 0, 2, 0, 0, 0});
+  g.u32_array("nemotron_h_moe.feed_forward_length", {0, 1856, 0, 0, 1856, 0, 1856});
+  g.tensor("token_embd.weight", F16, {2688, 1000}, 2688 * 1000 * 2);
+  const std::string path = temp("nemotron_h_moe.gguf");
+  g.write(path);
+  const auto spec = load_model_file(path, kvtest::catalog());
+  REQUIRE(spec->moe);
+  CHECK(spec->moe->expert_ff == 1856);
+  CHECK(spec->moe->shared_ff == 3712);
+  const auto counts = layer_counts(*spec);
+  CHECK(counts.recurrent == 3);
+  CHECK(counts.full == 1);
+  CHECK(counts.none == 3);
+  const auto s = context_shape(*spec, kvtest::engine(), 8192, 1, true, 512, 2048, false);
+  const auto kv = kv_cache_bytes(*spec, kvtest::engine(), s, kvtest::type("f16"), kvtest::type("f16"), true, kvtest::cuda());
+  // per Mamba-2 layer: r = 3 (4096 + 2 8 128) = 18432, s = 128 x 4096 = 524288 f32
+  CHECK(kv.state.unpadded == 3LL * (18432 + 524288) * 4);
+  CHECK(kv.k.bytes + kv.v.bytes == 1LL * 8192 * 2 * 256 * 2);  // one attention layer, 2 x 128 wide
+  fs::remove(path);
+}
+
 TEST_CASE("parallel hybrid rule: every layer holds attention KV and a Mamba-2 state (b10454 create_memory, Falcon-H1)") {
-  // falcon-h1 stays refused (its compute bound is not yet checked), so the rule it would take is added to a copy of
-  // the engine. A Falcon-H1-shaped parallel hybrid: 4 layers, 2 KV heads x 128, Mamba-2 d_inner 3072, d_state 256, 1 group, d_conv 4
+  // The shipped rule (data/engines/llama.cpp.yaml archs.falcon-h1: recurrent mamba2, attention parallel) on a
+  // Falcon-H1-shaped parallel hybrid: 4 layers, 2 KV heads x 128, Mamba-2 d_inner 3072, d_state 256, 1 group, d_conv 4
   kvtest::GgufBuilder g;
   g.str("general.architecture", "falcon-h1");
   for (auto [k, v] : std::initializer_list<std::pair<const char*, std::uint32_t>>{
@@ -308,16 +346,9 @@ TEST_CASE("parallel hybrid rule: every layer holds attention KV and a Mamba-2 st
   g.tensor("token_embd.weight", F16, {2048, 1000}, 2048 * 1000 * 2);
   const std::string path = temp("falcon-h1.gguf");
   g.write(path);
-  CHECK_THROWS_AS(load_model_file(path, kvtest::catalog()), InputError);  // refused as shipped
-  Catalog with_rule = kvtest::catalog();
-  for (auto& e : with_rule.engines)
-    if (e.id == "llama.cpp") {
-      EngineSpec::ArchRule rule;
-      rule.recurrent = "mamba2";
-      rule.attention = "parallel";
-      e.archs["falcon-h1"] = rule;
-    }
-  const auto spec = load_model_file(path, with_rule);
+  const auto spec = load_model_file(path, kvtest::catalog());
+  REQUIRE(spec->recurrent);
+  CHECK(spec->recurrent->parallel);
   const auto s = context_shape(*spec, kvtest::engine(), 4096, 1, true, 512, 2048, false);
   const auto kv = kv_cache_bytes(*spec, kvtest::engine(), s, kvtest::type("f16"), kvtest::type("f16"), true, kvtest::cuda());
   CHECK(kv.k.bytes + kv.v.bytes == 4LL * 4096 * 2 * 256 * 2);  // every layer: 4096 cells x (256 + 256) x 2 B
@@ -361,6 +392,57 @@ TEST_CASE("config.json input: fields used and assumed are reported") {
   CHECK_THROWS_AS(load_model_file(dir.string(), kvtest::catalog()), InputError);
   std::ofstream(dir / "config.json") << R"({"model_type": "bert"})";
   CHECK_THROWS_AS(load_model_file(dir.string(), kvtest::catalog()), InputError);
+  fs::remove_all(dir);
+}
+
+// Llama 4's config.json (data/models/llama4.yaml sources: MAX-L4, CFG-S, CFG-M): the text decoder under text_config,
+// the dense FFN in intermediate_size_mlp and the experts in intermediate_size (conversion/llama.py Llama4Model), MoE
+// every interleave_moe_layer_step layers, no_rope_layers as transformers' Llama4TextConfig writes its default
+// ((il + 1) % 4 != 0: 1 = RoPE, chunked). The parameter counts are the catalog's hand-computed text-decoder totals.
+TEST_CASE("Llama 4 config.json: text_config, interleaved MoE, chunked attention as b10454 applies them") {
+  const fs::path dir = fs::temp_directory_path() / "kvplan_llama4_config_test";
+  fs::create_directories(dir);
+  auto config = [&](int experts, int step, int ctx, const std::string& no_rope) {
+    std::ofstream(dir / "config.json") << fmt::format(R"({{"architectures": ["Llama4ForConditionalGeneration"], "model_type": "llama4",
+      "tie_word_embeddings": false, "vision_config": {{"hidden_size": 1408}},
+      "text_config": {{"model_type": "llama4_text", "hidden_size": 5120, "intermediate_size": 8192, "intermediate_size_mlp": 16384,
+        "num_attention_heads": 40, "num_key_value_heads": 8, "head_dim": 128, "num_hidden_layers": 48, "num_local_experts": {},
+        "num_experts_per_tok": 1, "interleave_moe_layer_step": {}, "vocab_size": 202048, "max_position_embeddings": {},
+        "attention_chunk_size": 8192, "no_rope_layers": {}, "rope_scaling": {{"rope_type": "llama3", "factor": 16.0,
+        "low_freq_factor": 1.0, "high_freq_factor": 1.0, "original_max_position_embeddings": 8192}}}}}})",
+                                                      experts, step, ctx, no_rope);
+  };
+  std::string nope = "[";
+  for (int il = 0; il < 48; ++il) nope += fmt::format("{}{}", il ? ", " : "", (il + 1) % 4 != 0 ? 1 : 0);
+  nope += "]";
+  for (const auto& [id, experts, step, ctx] : {std::tuple{"llama-4-scout-17b-16e-instruct", 16, 1, 10485760},
+                                              std::tuple{"llama-4-maverick-17b-128e-instruct", 128, 2, 1048576}}) {
+    INFO(id);
+    config(experts, step, ctx, nope);
+    const auto spec = load_model_file(dir.string(), kvtest::catalog());
+    const ModelSpec& cat = kvtest::catalog().model(id);
+    CHECK(spec->arch == "llama4");
+    REQUIRE(spec->moe);
+    CHECK(spec->moe->experts == experts);
+    CHECK(spec->moe->expert_ff == 8192);
+    CHECK(spec->moe->shared_ff == 8192);
+    CHECK(spec->moe->layer_step == step);
+    CHECK(spec->moe_layer_count() == 48 / step);
+    REQUIRE(spec->swa);
+    CHECK(spec->swa->window == 8192);
+    CHECK(spec->swa->chunked);
+    CHECK(std::find(spec->fields_used.begin(), spec->fields_used.end(), "no_rope_layers") != spec->fields_used.end());
+    CHECK(spec->ctx_native == cat.ctx_native);
+    CHECK(spec->params == cat.params);  // 107,769,861,120 and 400,711,848,960: the data's hand-computed totals
+    const auto s = context_shape(*spec, kvtest::engine(), 32768, 1, true, 512, 2048, false);
+    const auto kv = kv_cache_bytes(*spec, kvtest::engine(), s, kvtest::type("f16"), kvtest::type("f16"), true, kvtest::cuda());
+    // 12 global layers x 32768 cells; 36 chunked layers x (8192 + 512 ubatch) cells (the iSWA cache); 8 x 128 x 2 B each
+    CHECK(kv.k.bytes + kv.v.bytes == 12LL * 32768 * 8 * 128 * 2 * 2);
+    CHECK(kv.swa_k.bytes + kv.swa_v.bytes == 36LL * (8192 + 512) * 8 * 128 * 2 * 2);
+  }
+  config(16, 1, 10485760, "[1, 0, 1]");  // a pattern llama.cpp does not follow is reported, not obeyed
+  const auto odd = load_model_file(dir.string(), kvtest::catalog());
+  CHECK(std::any_of(odd->fields_assumed.begin(), odd->fields_assumed.end(), [](const std::string& f) { return f.find("no_rope_layers") != std::string::npos; }));
   fs::remove_all(dir);
 }
 
@@ -505,6 +587,35 @@ TEST_CASE("gemma3n: layers from 20 on have no cache, whatever the file says; the
   CHECK(std::count_if(caches.begin(), caches.end(), [](const LayerCache& c) { return c.kind == LayerKind::none; }) == 2);
   // token_embd twice (the output copy is created first, so TENSOR_DUPLICATED finds nothing to reuse)
   CHECK(cpu_weights(*spec) == 2 * 512000 + 1024 + 22 * kBlockBytes);
+  fs::remove(path);
+}
+
+TEST_CASE("Gemma 4 GGUF: per-layer sliding pattern and heads, shared KV layers, a tied output copy (b10454 models/gemma4.cpp)") {
+  kvtest::GgufBuilder g;
+  header(g, "gemma4", 6);
+  g.u32("gemma4.attention.key_length", 128);
+  g.u32("gemma4.attention.value_length", 128);
+  g.u32("gemma4.attention.key_length_swa", 64);
+  g.u32("gemma4.attention.value_length_swa", 64);
+  g.u32("gemma4.attention.sliding_window", 512);
+  g.u32_array("gemma4.attention.sliding_window_pattern", {1, 1, 1, 0, 1, 0});
+  g.u32("gemma4.attention.shared_kv_layers", 2);
+  for (int i = 0; i < 6; ++i) attention_block(g, i);
+  const std::string path = temp("gemma4.gguf");
+  g.write(path);
+  const auto spec = load_model_file(path, kvtest::catalog());
+  CHECK(spec->shared_kv_from == 4);  // n_layer_kv_from_start = n_layer - shared_kv_layers
+  CHECK(spec->tied_embeddings);
+  const auto counts = layer_counts(*spec);
+  CHECK(counts.sliding == 3);  // layers 0-2; layer 4 reuses layer 2's cache
+  CHECK(counts.full == 1);     // layer 3; layer 5 reuses it
+  CHECK(counts.none == 2);
+  const auto s = context_shape(*spec, kvtest::engine(), 8192, 1, true, 512, 2048, false);
+  const auto kv = kv_cache_bytes(*spec, kvtest::engine(), s, kvtest::type("f16"), kvtest::type("f16"), true, kvtest::cuda());
+  CHECK(kv.k.bytes + kv.v.bytes == 1LL * 8192 * 2 * 128 * 2 * 2);        // one global layer, 2 KV heads of 128
+  CHECK(kv.swa_k.bytes + kv.swa_v.bytes == 3LL * 1024 * 2 * 64 * 2 * 2);  // 512 + 512 ubatch cells, 2 heads of 64
+  // token_embd twice: the tied output is created before token_embd, so TENSOR_DUPLICATED allocates a second copy
+  CHECK(cpu_weights(*spec) == 2 * 512000 + 1024 + 6 * kBlockBytes);
   fs::remove(path);
 }
 

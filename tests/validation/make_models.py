@@ -274,6 +274,60 @@ def deepseek2_tiny() -> Model:
     return m
 
 
+def deepseek32_tiny() -> Model:
+    """DeepSeek-V3.2 (deepseek32): deepseek2-tiny's MLA and MoE plus the DSA lightning indexer of every layer
+    (src/models/deepseek32.cpp load_arch_tensors: indexer.k_norm weight and bias, indexer.proj, indexer.attn_k,
+    indexer.attn_q_b; load_arch_hparams: attention.indexer.head_count / key_length / top_k required), whose keys
+    llama-kv-cache-dsa.cpp caches in a second cache of one head of key_length."""
+    m = Model("deepseek32-tiny", "deepseek32", sweep.PENDING_FAMILIES["deepseek32-tiny"], n_vocab=1000)
+    E, L, F, H = 256, 3, 512, 4
+    KV_LORA, Q_LORA, ROPE, NOPE, VHEAD = 128, 128, 32, 64, 64
+    NE, NU, NS, FE = 4, 2, 1, 128
+    IH, ID, TOPK = 4, 64, 256
+    common(m, n_embd=E, n_layer=L, n_ff=F, n_head=H, n_head_kv=1, key_length=KV_LORA + ROPE, value_length=KV_LORA,
+           rope_dims=ROPE, rope_base=10000.0)
+    m.meta("add_leading_dense_block_count", 1)
+    m.meta("add_vocab_size", m.n_vocab)
+    m.meta("add_q_lora_rank", Q_LORA)
+    m.meta("add_kv_lora_rank", KV_LORA)
+    m.meta("add_key_length_mla", NOPE + ROPE)
+    m.meta("add_value_length_mla", VHEAD)
+    m.meta("add_expert_feed_forward_length", FE)
+    m.meta("add_expert_count", NE)
+    m.meta("add_expert_used_count", NU)
+    m.meta("add_expert_shared_count", NS)
+    m.meta("add_expert_weights_scale", 2.5)
+    m.meta("add_expert_weights_norm", True)
+    m.meta("add_expert_gating_func", gguf.ExpertGatingFuncType.SIGMOID)
+    m.meta("add_indexer_head_count", IH)
+    m.meta("add_indexer_key_length", ID)
+    m.meta("add_indexer_top_k", TOPK)
+    embeddings(m, E, embd_type=Q.Q8_0, output_type=Q.Q8_0)
+    for i in range(L):
+        m.add(f"blk.{i}.attn_norm.weight", (E,))
+        m.add(f"blk.{i}.attn_q_a_norm.weight", (Q_LORA,))
+        m.add(f"blk.{i}.attn_kv_a_norm.weight", (KV_LORA,))
+        m.add(f"blk.{i}.attn_q_a.weight", (E, Q_LORA), Q.Q8_0)
+        m.add(f"blk.{i}.attn_q_b.weight", (Q_LORA, H * (NOPE + ROPE)), Q.Q8_0)
+        m.add(f"blk.{i}.attn_kv_a_mqa.weight", (E, KV_LORA + ROPE), Q.Q8_0)
+        m.add(f"blk.{i}.attn_k_b.weight", (NOPE, KV_LORA, H), Q.Q8_0)
+        m.add(f"blk.{i}.attn_v_b.weight", (KV_LORA, VHEAD, H), Q.Q8_0)
+        m.add(f"blk.{i}.attn_output.weight", (H * VHEAD, E), Q.Q8_0)
+        m.add(f"blk.{i}.ffn_norm.weight", (E,))
+        m.add(f"blk.{i}.indexer.k_norm.weight", (ID,))
+        m.add(f"blk.{i}.indexer.k_norm.bias", (ID,))
+        m.add(f"blk.{i}.indexer.proj.weight", (E, IH))
+        m.add(f"blk.{i}.indexer.attn_k.weight", (E, ID), Q.Q8_0)
+        m.add(f"blk.{i}.indexer.attn_q_b.weight", (Q_LORA, IH * ID), Q.Q8_0)
+        if i < 1:
+            dense_ffn(m, i, E, F, Q.Q4_0)
+        else:
+            moe_ffn(m, i, E, FE, NE, Q.Q4_0)
+            m.add(f"blk.{i}.exp_probs_b.bias", (NE,))
+            shared_expert(m, i, E, FE * NS, Q.Q8_0)
+    return m
+
+
 def qwen3moe_tiny() -> Model:
     m = Model("qwen3moe-tiny", "qwen3moe", sweep.FAMILIES["qwen3moe-tiny"], n_vocab=1000)
     E, L, F, H, HKV, D, NE, NU, FE = 256, 2, 768, 4, 2, 128, 8, 2, 128
@@ -661,6 +715,64 @@ def nemotron_h_tiny() -> Model:
     return m
 
 
+# --- Nemotron 3 (nemotron_h_moe): Mamba-2, attention and MoE layers ------------------------------------------------
+
+
+def nemotron_h_moe_tiny() -> Model:
+    """Nemotron-H MoE (Nemotron 3): the pattern 'MEM*EME' of Mamba-2 (M), attention (*) and MoE (E) layers, as
+    conversion/nemotron.py writes it for is_moe: feed_forward_length per layer (moe_intermediate_size on 'E', else 0),
+    expert_feed_forward_length, expert_shared_feed_forward_length, expert_count / used / shared_count / group_count;
+    each MoE layer has a router with exp_probs_b, up/down experts (relu^2, no gate) and an up/down shared expert
+    (src/models/nemotron-h.cpp load_arch_tensors, n_expert != 0)."""
+    m = Model("nemotron_h_moe-tiny", "nemotron_h_moe", sweep.FAMILIES["nemotron_h_moe-tiny"], n_vocab=1000)
+    E, H, HKV, D = 256, 4, 2, 64
+    NH, HD, DS, NG, DC = 8, 64, 64, 2, 4
+    NE, NU, FE, FS = 8, 2, 128, 256
+    DI = NH * HD
+    pattern = "MEM*EME"
+    L = len(pattern)
+    common(m, n_embd=E, n_layer=L, n_ff=[FE if c == "E" else 0 for c in pattern], n_head=H,
+           n_head_kv=[HKV if c == "*" else 0 for c in pattern], key_length=D, value_length=D, rope_base=None,
+           rms_eps=1e-5, ctx_train=1 << 18)
+    m.meta("add_layer_norm_eps", 1e-5)
+    m.meta("add_ssm_conv_kernel", DC)
+    m.meta("add_ssm_state_size", DS)
+    m.meta("add_ssm_group_count", NG)
+    m.meta("add_ssm_inner_size", DI)
+    m.meta("add_ssm_time_step_rank", NH)
+    m.meta("add_expert_count", NE)
+    m.meta("add_expert_used_count", NU)
+    m.meta("add_expert_feed_forward_length", FE)
+    m.meta("add_expert_shared_feed_forward_length", FS)
+    m.meta("add_expert_shared_count", 1)
+    m.meta("add_expert_weights_norm", True)
+    m.meta("add_expert_weights_scale", 2.5)
+    m.meta("add_expert_group_count", 1)
+    d_in_proj = 2 * DI + 2 * NG * DS + NH
+    embeddings(m, E, embd_type=Q.Q8_0, output_type=Q.Q8_0)
+    for i, c in enumerate(pattern):
+        m.add(f"blk.{i}.attn_norm.weight", (E,))
+        if c == "M":
+            m.add(f"blk.{i}.ssm_in.weight", (E, d_in_proj), Q.Q8_0)
+            m.add(f"blk.{i}.ssm_conv1d.weight", (DC, DI + 2 * NG * DS))
+            m.add(f"blk.{i}.ssm_conv1d.bias", (DI + 2 * NG * DS,))
+            m.add(f"blk.{i}.ssm_dt.bias", (NH,))
+            m.add(f"blk.{i}.ssm_a", (1, NH))
+            m.add(f"blk.{i}.ssm_d", (1, NH))
+            m.add(f"blk.{i}.ssm_norm.weight", (DI // NG, NG))
+            m.add(f"blk.{i}.ssm_out.weight", (DI, E), Q.Q8_0)
+        elif c == "*":
+            attention(m, i, E, H * D, HKV * D, HKV * D, H * D, Q.Q8_0)
+        else:
+            m.add(f"blk.{i}.ffn_gate_inp.weight", (E, NE))
+            m.add(f"blk.{i}.exp_probs_b.bias", (NE,))
+            m.add(f"blk.{i}.ffn_up_exps.weight", (E, FE, NE), Q.Q4_0)
+            m.add(f"blk.{i}.ffn_down_exps.weight", (FE, E, NE), Q.Q8_0)
+            m.add(f"blk.{i}.ffn_up_shexp.weight", (E, FS), Q.Q8_0)
+            m.add(f"blk.{i}.ffn_down_shexp.weight", (FS, E), Q.Q8_0)
+    return m
+
+
 # --- Falcon-H1 (falcon-h1): attention and Mamba-2 side by side in every layer ---------------------------------------
 
 
@@ -668,7 +780,7 @@ def falcon_h1_tiny() -> Model:
     """Falcon-H1: every layer has an attention block and a Mamba-2 mixer in parallel, then a dense FFN
     (src/models/falcon-h1.cpp load_arch_tensors); conversion/falcon_h1.py writes scalar head counts, key_length,
     ssm.inner_size = mamba_d_ssm (not expand x n_embd) and ssm.time_step_rank = d_inner / mamba_d_head."""
-    m = Model("falcon-h1-tiny", "falcon-h1", sweep.PENDING_FAMILIES["falcon-h1-tiny"], n_vocab=1000)
+    m = Model("falcon-h1-tiny", "falcon-h1", sweep.FAMILIES["falcon-h1-tiny"], n_vocab=1000)
     E, L, F, H, HKV, D = 256, 3, 512, 4, 2, 64
     DI, DS, NG, DC, HD = 384, 64, 1, 4, 64
     NH = DI // HD
@@ -706,7 +818,7 @@ def gemma4_tiny() -> Model:
     head size 128 on full and 64 on sliding layers (key_length_swa), shared_kv_layers 2 (src/models/gemma4.cpp:
     n_layer_kv_from_start = n_layer - 2; layer 4 reuses layer 2's sliding cache, layer 5 layer 3's full one, as
     create_memory's reuse callback says), no per-layer input embeddings (embedding_length_per_layer_input 0)."""
-    m = Model("gemma4-tiny", "gemma4", sweep.PENDING_FAMILIES["gemma4-tiny"], n_vocab=1000)
+    m = Model("gemma4-tiny", "gemma4", sweep.FAMILIES["gemma4-tiny"], n_vocab=1000)
     E, F, H, HKV, D, DSWA = 256, 512, 4, 2, 128, 64
     pattern = [True, True, True, False, True, False]
     L, SHARED = len(pattern), 2
@@ -755,12 +867,14 @@ MODELS: dict[str, Callable[[], Model]] = {
     "qwen35moe-tiny": qwen35moe_tiny,
     "nemotron_h-tiny": nemotron_h_tiny,
     "llama4-tiny": llama4_tiny,
+    "nemotron_h_moe-tiny": nemotron_h_moe_tiny,
+    "falcon-h1-tiny": falcon_h1_tiny,
+    "gemma4-tiny": gemma4_tiny,
 }
 
 # Architectures kvplan still refuses (sweep.PENDING_FAMILIES): written only when named with --only.
 PENDING: dict[str, Callable[[], Model]] = {
-    "falcon-h1-tiny": falcon_h1_tiny,
-    "gemma4-tiny": gemma4_tiny,
+    "deepseek32-tiny": deepseek32_tiny,
 }
 
 

@@ -21,7 +21,8 @@ SWA_MODELS = {"gemma3-tiny", "gpt-oss-tiny", "gemma3n-tiny", "gemma4-tiny"}
 # Families whose architecture has no `graph:` rule in data/engines/llama.cpp.yaml: kvplan sizes their compute buffer
 # with the closed forms of docs/formulas.md §5.2, whose target is their upper bound (kvplan's compute high_bytes at
 # least llama.cpp's buffer); the error against the 10 % band is reported, not failed.
-CLOSED_FORM_COMPUTE = {"glm4moe-tiny", "gemma3n-tiny", "nemotron_h-tiny", "llama4-tiny"}
+CLOSED_FORM_COMPUTE = {"glm4moe-tiny", "gemma3n-tiny", "nemotron_h-tiny", "llama4-tiny", "nemotron_h_moe-tiny",
+                       "falcon-h1-tiny", "gemma4-tiny"}
 
 # The model whose contexts are expensive (Llama-3-8B width): the full sweep keeps its grid smaller.
 WIDE_MODELS = {"llama-wide"}
@@ -53,6 +54,12 @@ FAMILIES = {
                        "head_count_kv and feed_forward_length)",
     "llama4-tiny": "llama4: Maverick's interleave (dense FFN on even layers, 4 experts top-1 + a shared expert on odd "
                    "ones), chunked attention (window 8192, 3 of 4 layers), untied",
+    "nemotron_h_moe-tiny": "nemotron_h_moe: hybrid 'MEM*EME': 3 Mamba-2, 1 attention, 3 MoE layers (8 experts top-2, "
+                           "relu^2 up/down, a shared expert, per-layer head_count_kv and feed_forward_length)",
+    "falcon-h1-tiny": "falcon-h1: parallel hybrid, attention (4/2 heads of 64) and Mamba-2 (d_inner 384) in each of 3 "
+                      "layers, dense FFN",
+    "gemma4-tiny": "gemma4: per-layer sliding pattern (4 sliding of 6, window 256), head size 128 full / 64 sliding, "
+                   "the last 2 layers reuse earlier caches, tied output",
 }
 MODELS = list(FAMILIES)
 
@@ -60,10 +67,8 @@ MODELS = list(FAMILIES)
 # writes them with --only, and measure.py / compare.py take them with --models, but the subset and the full sweep leave
 # them out until kvplan sizes them.
 PENDING_FAMILIES = {
-    "falcon-h1-tiny": "falcon-h1: parallel hybrid, attention (4/2 heads of 64) and Mamba-2 (d_inner 384) in each of 3 "
-                      "layers, dense FFN",
-    "gemma4-tiny": "gemma4: per-layer sliding pattern (4 sliding of 6, window 256), head size 128 full / 64 sliding, "
-                   "the last 2 layers reuse earlier caches",
+    "deepseek32-tiny": "deepseek32: deepseek2-tiny's MLA and MoE plus the DSA lightning indexer (4 heads of 64, top-k "
+                       "256) and its own key cache",
 }
 
 # Where the documented wall times were measured (every developer's and CI's machine has this size).

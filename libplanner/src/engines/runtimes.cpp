@@ -162,8 +162,25 @@ std::vector<Launch> serving_launches(const Catalog& catalog, const RuntimeProfil
 }
 }  // namespace
 
+namespace {
+// The Modelfile's FROM: a remote model as Ollama pulls it itself (hf.co/repo:quant, the registry tag); a catalog model
+// named by one of its Ollama tags (the aliases with a ':' in data/models/, e.g. qwen3:30b) by that tag, as the catalog
+// spells it; anything else as the GGUF file beside the Modelfile.
+std::string modelfile_from(const ModelSpec& m, const std::string& requested, const std::string& weights) {
+  if (m.remote && !m.remote->ollama_from.empty()) return m.remote->ollama_from;
+  const auto lower = [](std::string s) {
+    std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    return s;
+  };
+  if (!m.remote && m.file_paths.empty())
+    for (const auto& alias : m.aliases)
+      if (alias.find(':') != std::string::npos && lower(alias) == lower(requested)) return alias;
+  return "./" + gguf_file_name(m, weights);
+}
+}  // namespace
+
 std::vector<Launch> runtime_launches(const Catalog& catalog, const RuntimeProfile& rt, const ModelSpec& m, const Option& o,
-                                     const Resolved& r) {
+                                     const Resolved& r, const std::string& requested) {
   std::vector<Launch> out;
   const int seqs = r.n_parallel;
   if (rt.kind == "ollama") {
@@ -172,9 +189,7 @@ std::vector<Launch> runtime_launches(const Catalog& catalog, const RuntimeProfil
     out.push_back({"ollama-env", fmt::format("OLLAMA_FLASH_ATTENTION={} OLLAMA_KV_CACHE_TYPE={} OLLAMA_NUM_PARALLEL={} "
                                              "OLLAMA_CONTEXT_LENGTH={} ollama serve",
                                              o.flash_attn ? 1 : 0, o.cache_type_k, seqs, o.ctx_per_slot)});
-    const bool tagged = m.remote && !m.remote->ollama_from.empty();  // Ollama pulls it by name itself
-    std::string modelfile = fmt::format("FROM {}\nPARAMETER num_ctx {}", tagged ? m.remote->ollama_from : "./" + gguf_file_name(m, o.weights),
-                                        o.ctx_per_slot);
+    std::string modelfile = fmt::format("FROM {}\nPARAMETER num_ctx {}", modelfile_from(m, requested, o.weights), o.ctx_per_slot);
     if (r.n_gpu_layers && *r.n_gpu_layers >= 0 && *r.n_gpu_layers <= m.layers) modelfile += fmt::format("\nPARAMETER num_gpu {}", *r.n_gpu_layers);
     out.push_back({"modelfile", modelfile});
     return out;

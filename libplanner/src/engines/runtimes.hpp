@@ -54,7 +54,8 @@ struct ActivationBatch {
 Figure runtime_activation_bytes(const RuntimeProfile& rt, const ModelSpec& model, const ActivationBatch& batch);
 
 // The lines an engine is started with, by name ("vllm", "ollama-env", "modelfile", "tabby-config", …).
+// `requested`: the name --model gave (a catalog model named by its Ollama tag is pulled by that tag).
 std::vector<Launch> runtime_launches(const Catalog& catalog, const RuntimeProfile& rt, const ModelSpec& model, const Option& option,
-                                     const Resolved& resolved);
+                                     const Resolved& resolved, const std::string& requested = {});
 
 }  // namespace kvplan::engines

@@ -168,7 +168,10 @@ ComputeBytes compute_bytes(const std::vector<LayerCache>& layers, const ModelSpe
     const Recurrent& r = *m.recurrent;
     const double d_inner = r.d_inner > 0 ? r.d_inner : m.embd;
     const double groups = 2.0 * r.n_group * r.d_state;
-    const double per_token = (2 * d_inner + groups + d_inner / 64) + (d_inner + groups) + 2 * d_inner + 3.0 * m.embd;
+    // A parallel hybrid (src/models/falcon-h1.cpp) runs the Mamba-2 branch while the attention branch's output, one
+    // n_embd row per token, waits to be added to it (tests/validation falcon-h1-tiny: without it the bound fell up to
+    // 44 KB short at small contexts with several sequences).
+    const double per_token = (2 * d_inner + groups + d_inner / 64) + (d_inner + groups) + 2 * d_inner + (r.parallel ? 4.0 : 3.0) * m.embd;
     double state = 0;
     for (const auto& c : layers) state = std::max(state, static_cast<double>(c.r_width + c.s_width));
     recurrent = ub * 4 * per_token + state * std::max(1, s.n_seq) * 4;

@@ -117,7 +117,8 @@ const std::map<std::string, std::string>& hf_arch_map() {
       {"gemma3_text", "gemma3"}, {"phi3", "phi3"},           {"gpt_oss", "gpt-oss"},   {"olmo2", "olmo2"},
       {"cohere", "command-r"},  {"cohere2", "cohere2"},      {"glm4", "glm4"},         {"deepseek_v2", "deepseek2"},
       {"deepseek_v3", "deepseek2"}, {"qwen3_next", "qwen3next"}, {"mistral3", "mistral3"}, {"glm4_moe", "glm4moe"},
-      {"qwen3_5", "qwen35"},    {"qwen3_5_text", "qwen35"},  {"qwen3_5_moe", "qwen35moe"}, {"qwen3_5_moe_text", "qwen35moe"}};
+      {"qwen3_5", "qwen35"},    {"qwen3_5_text", "qwen35"},  {"qwen3_5_moe", "qwen35moe"}, {"qwen3_5_moe_text", "qwen35moe"},
+      {"llama4", "llama4"},     {"llama4_text", "llama4"}};
   return map;
 }
 
@@ -139,6 +140,41 @@ double number_field(const json& obj, const char* key, const std::string& file, d
 
 std::shared_ptr<const ModelSpec> load_config_json(const std::string& text, const std::optional<std::string>& index_text,
                                                   const fs::path& config, const Catalog& catalog, const EngineSpec& engine);
+
+// Llama 4 (text_config of Llama4ForConditionalGeneration) as conversion/llama.py Llama4Model writes it: the dense FFN
+// is intermediate_size_mlp (feed_forward_length), the experts intermediate_size (expert_feed_forward_length), an MoE
+// layer every interleave_moe_layer_step layers with one shared expert of the routed width (llama-model.cpp
+// create_tensors, LLM_ARCH_LLAMA4: n_ff_shexp = n_ff_exp); sliding_window 0 is written only when every layer_types
+// entry is full_attention. b10454 models/llama4.cpp load_arch_hparams then fixes the chunk at 8192 (engine rule
+// window_fixed) and the period at 4 (3 chunked, 1 global): attention_chunk_size and no_rope_layers are read only to
+// report where the checkpoint says otherwise, since llama.cpp does not follow them.
+void read_llama4(ConfigReader& r, ModelSpec& m, const EngineSpec& engine) {
+  const EngineSpec::ArchRule* rule = engine.arch("llama4");
+  m.ff = r.integer({"intermediate_size_mlp"}, 0, "no dense FFN");
+  if (m.moe) {
+    m.moe->expert_ff = r.integer({"intermediate_size"}, 0, nullptr);
+    m.moe->shared_ff = m.moe->expert_ff;
+    m.moe->layer_step = r.integer({"interleave_moe_layer_step"}, 1, "every layer is MoE (transformers' default)");
+  }
+  bool all_full = false;
+  if (const json* types = r.find({"layer_types"}); types && types->is_array() && !types->empty()) {
+    all_full = std::all_of(types->begin(), types->end(), [](const json& t) { return t == "full_attention"; });
+    m.fields_used.push_back("layer_types");
+  }
+  if (!rule || rule->swa_pattern <= 0 || all_full) return;
+  m.swa = SlidingWindow{rule->window_fixed > 0 ? rule->window_fixed : 8192, rule->swa_pattern, rule->chunked};
+  const int chunk = r.integer({"attention_chunk_size"}, m.swa->window, "llama.cpp's fixed chunk");
+  if (chunk != m.swa->window)
+    m.fields_assumed.push_back(fmt::format("attention chunk {} (llama.cpp b10454 fixes it; the config says {})", m.swa->window, chunk));
+  // transformers' Llama4TextConfig: an empty list means its default, [(il + 1) % 4 != 0 for il]
+  if (const json* nope = r.find({"no_rope_layers"}); nope && nope->is_array() && !nope->empty()) {
+    bool same = static_cast<int>(nope->size()) == m.layers;
+    for (size_t il = 0; same && il < nope->size(); ++il)  // 1 = RoPE (chunked) layer, 0 = NoPE global layer
+      same = (*nope)[il].is_number_integer() && ((*nope)[il].get<int>() != 0) == (static_cast<int>(il) % m.swa->pattern < m.swa->pattern - 1);
+    if (same) m.fields_used.push_back("no_rope_layers");
+    else m.fields_assumed.push_back(fmt::format("every {}th layer global (llama.cpp b10454's fixed period; no_rope_layers differs)", m.swa->pattern));
+  }
+}
 
 // The text of model.safetensors.index.json beside a config.json, when there is one.
 std::optional<std::string> index_beside(const fs::path& config) {
@@ -220,8 +256,9 @@ std::shared_ptr<const ModelSpec> load_config_json(const std::string& text, const
     moe.dense_lead = r.integer({"first_k_dense_replace"}, 0, "no leading dense layers");
     m.moe = moe;
   }
-  // Sliding window as llama.cpp applies it to this architecture.
-  if (rule && rule->swa_pattern > 0) {
+  if (m.arch == "llama4") read_llama4(r, m, engine);
+  // Sliding window as llama.cpp applies it to this architecture (Llama 4's chunking: read_llama4).
+  if (rule && rule->swa_pattern > 0 && m.arch != "llama4") {
     const bool enabled = r.boolean("use_sliding_window", true, "transformers' default");
     const int window = r.integer({"sliding_window"}, 0, "no sliding window");
     if (window < 0) throw InputError(config.string(), "sliding_window", fmt::format("is {}, not a window in tokens", window), {"0 (none) or more"});
