@@ -39,18 +39,18 @@ int Graph::node_copy(Type type, std::array<std::int64_t, 4> ne) {
   return add(t, true);
 }
 
-int Graph::op(Type type, std::array<std::int64_t, 4> ne, std::vector<int> srcs) {
+int Graph::op(Type type, std::array<std::int64_t, 4> ne, Srcs srcs) {
   Tensor t;
   t.type = type, t.ne = ne, t.srcs = std::move(srcs);
   return add(t, false);
 }
 
-int Graph::inplace(std::vector<int> srcs) {
+int Graph::inplace(Srcs srcs) {
   const auto ne = at(srcs.at(0)).ne;  // read before srcs is moved from
   return inplace_as(ne, std::move(srcs));
 }
 
-int Graph::inplace_as(std::array<std::int64_t, 4> ne, std::vector<int> srcs) {
+int Graph::inplace_as(std::array<std::int64_t, 4> ne, Srcs srcs) {
   Tensor t;
   t.type = at(srcs.at(0)).type, t.ne = ne, t.inplace = true, t.srcs = std::move(srcs);
   return add(t, false);
@@ -64,7 +64,7 @@ int Graph::view(int of, std::array<std::int64_t, 4> ne) {
   return add(t, false);
 }
 
-int Graph::external(std::vector<int> srcs) {
+int Graph::external(Srcs srcs) {
   Tensor t;
   t.external = true, t.srcs = std::move(srcs);
   return add(t, false);

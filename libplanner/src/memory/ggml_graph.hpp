@@ -14,11 +14,38 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
+#include <stdexcept>
 #include <vector>
 
 namespace kvplan::ggml_graph {
 
 enum class Type : int { f32 = 0, f16 = 1, i8 = 24, i32 = 26, i64 = 27 };  // i8: raw bytes (a quantized tensor's size in ne[0])
+
+// A tensor's parents, inline (ggml's GGML_MAX_SRC is 10): a 48-layer graph has thousands of tensors, and a heap
+// list per tensor was 40 % of a GPU plan's time (allocation and release, callgrind).
+class Srcs {
+ public:
+  Srcs() = default;
+  Srcs(std::initializer_list<int> ids) {
+    for (int id : ids) push_back(id);
+  }
+  void push_back(int id) {
+    if (n_ == ids_.size()) throw std::logic_error("ggml_graph: more parents than GGML_MAX_SRC");
+    ids_[n_++] = id;
+  }
+  const int* begin() const { return ids_.data(); }
+  const int* end() const { return ids_.data() + n_; }
+  std::size_t size() const { return n_; }
+  int at(std::size_t i) const {
+    if (i >= n_) throw std::out_of_range("ggml_graph: no such parent");
+    return ids_[i];
+  }
+
+ private:
+  std::array<int, 10> ids_{};
+  std::size_t n_ = 0;
+};
 
 struct Tensor {
   Type type = Type::f32;
@@ -33,7 +60,7 @@ struct Tensor {
   bool host = false;
   bool copy_of_node = false;  // a split input copied from a host node, not from a graph input (no input on the host)
   std::int64_t extra = 0;  // bytes the backend allocates past the tensor (ggml_backend_buft_get_alloc_size)
-  std::vector<int> srcs;  // placed parents only, in src order
+  Srcs srcs;  // placed parents only, in src order
   std::int64_t bytes() const;
 };
 
@@ -46,14 +73,14 @@ class Graph {
   // A device split's input copied from a host node (the token rows): placed like an input, kept n_copies times.
   int node_copy(Type type, std::array<std::int64_t, 4> ne);
   // A node computed into a new tensor of this layout.
-  int op(Type type, std::array<std::int64_t, 4> ne, std::vector<int> srcs);
+  int op(Type type, std::array<std::int64_t, 4> ne, Srcs srcs);
   // A node whose op may overwrite its first parent of the same layout (ADD, MUL, RMS_NORM, ROPE, SOFT_MAX, ...).
-  int inplace(std::vector<int> srcs);
-  int inplace_as(std::array<std::int64_t, 4> ne, std::vector<int> srcs);  // same, with another shape (a reshaped result)
+  int inplace(Srcs srcs);
+  int inplace_as(std::array<std::int64_t, 4> ne, Srcs srcs);  // same, with another shape (a reshaped result)
   // A view (RESHAPE, VIEW, PERMUTE) of a tensor, with the viewed shape.
   int view(int of, std::array<std::int64_t, 4> ne);
   // A node writing into memory the graph does not own (SET_ROWS into the cache): keeps its parents alive.
-  int external(std::vector<int> srcs);
+  int external(Srcs srcs);
   void mark_output(int t) { tensors_[static_cast<std::size_t>(t)].output = true; }
   void mark_host(int t) { tensors_[static_cast<std::size_t>(t)].host = true; }
   // Pipeline parallelism flags every split input copy output as well, so ggml-alloc never frees or reuses it.

@@ -185,7 +185,7 @@ class Builder {
     const int q_perm = g_.view(q, {hk, ub_, heads, 1});
     int kqv = -1;
     if (fa_) {
-      std::vector<int> srcs{q_perm};
+      ggml_graph::Srcs srcs{q_perm};
       // an f32 cache is cast to f16 for ggml_flash_attn_ext (llama-graph.cpp build_attn_mha)
       if (type_k_.name == "f32") srcs.push_back(g_.op(Type::f16, {hk * kvh * c.n_kv, ns_, 1, 1}, {}));
       if (type_v_.name == "f32") srcs.push_back(g_.op(Type::f16, {hv * kvh * c.n_kv, ns_, 1, 1}, {}));
@@ -231,7 +231,7 @@ class Builder {
     const int q_perm = g_.view(q_cur, {kvl + nr, ub_, heads, 1});
     int latent_out = -1;  // [kv_lora_rank, ub, heads]
     if (fa_) {
-      std::vector<int> srcs{q_perm};
+      ggml_graph::Srcs srcs{q_perm};
       if (type_k_.name == "f32") {  // cast to f16 for ggml_flash_attn_ext: K, and V's view of it
         srcs.push_back(g_.op(Type::f16, {(kvl + nr) * c.n_kv, ns_, 1, 1}, {}));
         srcs.push_back(g_.op(Type::f16, {kvl * c.n_kv, ns_, 1, 1}, {}));
