@@ -169,6 +169,10 @@ std::string model_of_nearest_size(const std::vector<ModelSpec>& models, const st
 }  // namespace
 
 const ModelSpec* Catalog::find_model(const std::string& name) const {
+  // Data files name models by their canonical id: found without folding every name of every model (a what-fits
+  // ranking asks thousands of times).
+  for (const auto& m : models)
+    if (m.id == name) return &m;
   if (const ModelSpec* m = find_by_name(models, name, model_names)) return m;
   return find_by_name(models, without_weight_suffix(name), model_names);
 }

@@ -81,6 +81,10 @@ class Graph {
   int view(int of, std::array<std::int64_t, 4> ne);
   // A node writing into memory the graph does not own (SET_ROWS into the cache): keeps its parents alive.
   int external(Srcs srcs);
+  void reserve(std::size_t tensors) {
+    tensors_.reserve(tensors);
+    nodes_.reserve(tensors);
+  }
   void mark_output(int t) { tensors_[static_cast<std::size_t>(t)].output = true; }
   void mark_host(int t) { tensors_[static_cast<std::size_t>(t)].host = true; }
   // Pipeline parallelism flags every split input copy output as well, so ggml-alloc never frees or reuses it.

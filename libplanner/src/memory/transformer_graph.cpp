@@ -48,6 +48,7 @@ class Builder {
     // kept there; a device that cannot read host memory gets a copy of the rows as an input of its split (pass 5),
     // which is also what a later device of a layer split receives from the one before.
     const bool gpu = target_.inputs != GraphInputs::in_buffer;
+    g_.reserve(static_cast<std::size_t>(std::max(0, m_.layers)) * 96 + 64);  // about 60-90 tensors a layer
     const int tokens = input(Type::i32, {ub_, 1, 1, 1});
     if (gpu) g_.mark_host(tokens);
     // inp_embd: built beside inp_tokens, unused, never freed (llm_graph_input_embd; build rule embd_input_select)
