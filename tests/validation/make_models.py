@@ -131,6 +131,30 @@ def shared_expert(m: Model, i: int, n_embd: int, n_ff_sh: int, qt: Q) -> None:
 # the families
 
 
+def mamba2_meta(m: Model, *, DC: int, DS: int, NG: int, DI: int, NH: int) -> None:
+    """The Mamba-2 keys every hybrid's converter writes: conv kernel, state size, group count, inner size and the
+    head count as time_step_rank."""
+    m.meta("add_ssm_conv_kernel", DC)
+    m.meta("add_ssm_state_size", DS)
+    m.meta("add_ssm_group_count", NG)
+    m.meta("add_ssm_inner_size", DI)
+    m.meta("add_ssm_time_step_rank", NH)
+
+
+def mamba2_mixer(m: Model, i: int, *, E: int, DI: int, DS: int, NG: int, NH: int, DC: int) -> None:
+    """A Mamba-2 mixer's tensors as the mamba2, granitehybrid, nemotron_h and falcon-h1 loaders create them
+    (src/llama-model.cpp, src/models/*.cpp load_arch_tensors): in_proj = z, xBC and dt."""
+    conv_dim = DI + 2 * NG * DS
+    m.add(f"blk.{i}.ssm_in.weight", (E, DI + conv_dim + NH), Q.Q8_0)
+    m.add(f"blk.{i}.ssm_conv1d.weight", (DC, conv_dim))
+    m.add(f"blk.{i}.ssm_conv1d.bias", (conv_dim,))
+    m.add(f"blk.{i}.ssm_dt.bias", (NH,))
+    m.add(f"blk.{i}.ssm_a", (1, NH))
+    m.add(f"blk.{i}.ssm_d", (1, NH))
+    m.add(f"blk.{i}.ssm_norm.weight", (DI // NG, NG))
+    m.add(f"blk.{i}.ssm_out.weight", (DI, E), Q.Q8_0)
+
+
 def llama_tiny() -> Model:
     m = Model("llama-tiny", "llama", sweep.FAMILIES["llama-tiny"], n_vocab=1000)
     E, L, F, H, HKV, D = 256, 2, 512, 4, 2, 64
@@ -435,31 +459,19 @@ def granitehybrid_tiny() -> Model:
     attn_layers = {3}
     common(m, n_embd=E, n_layer=L, n_ff=F, n_head=H, n_head_kv=[HKV if i in attn_layers else 0 for i in range(L)],
            rope_base=10000.0, ctx_train=1 << 20)
-    m.meta("add_ssm_conv_kernel", DC)
-    m.meta("add_ssm_state_size", DS)
-    m.meta("add_ssm_group_count", NG)
-    m.meta("add_ssm_inner_size", DI)
-    m.meta("add_ssm_time_step_rank", NH)
+    mamba2_meta(m, DC=DC, DS=DS, NG=NG, DI=DI, NH=NH)
     m.meta("add_rope_scaling_finetuned", False)
     m.meta("add_residual_scale", 0.22)
     m.meta("add_embedding_scale", 12.0)
     m.meta("add_logit_scale", 4.0)
     m.meta("add_attention_scale", 0.0078125)
-    d_in_proj = 2 * DI + 2 * NG * DS + NH
     embeddings(m, E, embd_type=Q.Q8_0, output_type=None)
     for i in range(L):
         m.add(f"blk.{i}.attn_norm.weight", (E,))
         if i in attn_layers:
             attention(m, i, E, H * D, HKV * D, HKV * D, H * D, Q.Q8_0)
         else:
-            m.add(f"blk.{i}.ssm_in.weight", (E, d_in_proj), Q.Q8_0)
-            m.add(f"blk.{i}.ssm_conv1d.weight", (DC, DI + 2 * NG * DS))
-            m.add(f"blk.{i}.ssm_conv1d.bias", (DI + 2 * NG * DS,))
-            m.add(f"blk.{i}.ssm_dt.bias", (NH,))
-            m.add(f"blk.{i}.ssm_a", (1, NH))
-            m.add(f"blk.{i}.ssm_d", (1, NH))
-            m.add(f"blk.{i}.ssm_norm.weight", (DI // NG, NG))
-            m.add(f"blk.{i}.ssm_out.weight", (DI, E), Q.Q8_0)
+            mamba2_mixer(m, i, E=E, DI=DI, DS=DS, NG=NG, NH=NH, DC=DC)
         m.add(f"blk.{i}.ffn_norm.weight", (E,))
         dense_ffn(m, i, E, F, Q.Q4_0)
     return m
@@ -689,24 +701,12 @@ def nemotron_h_tiny() -> Model:
            n_head_kv=[HKV if c == "*" else 0 for c in pattern], key_length=D, value_length=D, rope_base=None,
            rms_eps=1e-5, ctx_train=1 << 17)
     m.meta("add_layer_norm_eps", 1e-5)
-    m.meta("add_ssm_conv_kernel", DC)
-    m.meta("add_ssm_state_size", DS)
-    m.meta("add_ssm_group_count", NG)
-    m.meta("add_ssm_inner_size", DI)
-    m.meta("add_ssm_time_step_rank", NH)
-    d_in_proj = 2 * DI + 2 * NG * DS + NH
+    mamba2_meta(m, DC=DC, DS=DS, NG=NG, DI=DI, NH=NH)
     embeddings(m, E, embd_type=Q.Q8_0, output_type=Q.Q8_0)
     for i, c in enumerate(pattern):
         m.add(f"blk.{i}.attn_norm.weight", (E,))
         if c == "M":
-            m.add(f"blk.{i}.ssm_in.weight", (E, d_in_proj), Q.Q8_0)
-            m.add(f"blk.{i}.ssm_conv1d.weight", (DC, DI + 2 * NG * DS))
-            m.add(f"blk.{i}.ssm_conv1d.bias", (DI + 2 * NG * DS,))
-            m.add(f"blk.{i}.ssm_dt.bias", (NH,))
-            m.add(f"blk.{i}.ssm_a", (1, NH))
-            m.add(f"blk.{i}.ssm_d", (1, NH))
-            m.add(f"blk.{i}.ssm_norm.weight", (DI // NG, NG))
-            m.add(f"blk.{i}.ssm_out.weight", (DI, E), Q.Q8_0)
+            mamba2_mixer(m, i, E=E, DI=DI, DS=DS, NG=NG, NH=NH, DC=DC)
         elif c == "*":
             attention(m, i, E, H * D, HKV * D, HKV * D, H * D, Q.Q8_0)
         else:
@@ -735,11 +735,7 @@ def nemotron_h_moe_tiny() -> Model:
            n_head_kv=[HKV if c == "*" else 0 for c in pattern], key_length=D, value_length=D, rope_base=None,
            rms_eps=1e-5, ctx_train=1 << 18)
     m.meta("add_layer_norm_eps", 1e-5)
-    m.meta("add_ssm_conv_kernel", DC)
-    m.meta("add_ssm_state_size", DS)
-    m.meta("add_ssm_group_count", NG)
-    m.meta("add_ssm_inner_size", DI)
-    m.meta("add_ssm_time_step_rank", NH)
+    mamba2_meta(m, DC=DC, DS=DS, NG=NG, DI=DI, NH=NH)
     m.meta("add_expert_count", NE)
     m.meta("add_expert_used_count", NU)
     m.meta("add_expert_feed_forward_length", FE)
@@ -748,19 +744,11 @@ def nemotron_h_moe_tiny() -> Model:
     m.meta("add_expert_weights_norm", True)
     m.meta("add_expert_weights_scale", 2.5)
     m.meta("add_expert_group_count", 1)
-    d_in_proj = 2 * DI + 2 * NG * DS + NH
     embeddings(m, E, embd_type=Q.Q8_0, output_type=Q.Q8_0)
     for i, c in enumerate(pattern):
         m.add(f"blk.{i}.attn_norm.weight", (E,))
         if c == "M":
-            m.add(f"blk.{i}.ssm_in.weight", (E, d_in_proj), Q.Q8_0)
-            m.add(f"blk.{i}.ssm_conv1d.weight", (DC, DI + 2 * NG * DS))
-            m.add(f"blk.{i}.ssm_conv1d.bias", (DI + 2 * NG * DS,))
-            m.add(f"blk.{i}.ssm_dt.bias", (NH,))
-            m.add(f"blk.{i}.ssm_a", (1, NH))
-            m.add(f"blk.{i}.ssm_d", (1, NH))
-            m.add(f"blk.{i}.ssm_norm.weight", (DI // NG, NG))
-            m.add(f"blk.{i}.ssm_out.weight", (DI, E), Q.Q8_0)
+            mamba2_mixer(m, i, E=E, DI=DI, DS=DS, NG=NG, NH=NH, DC=DC)
         elif c == "*":
             attention(m, i, E, H * D, HKV * D, HKV * D, H * D, Q.Q8_0)
         else:
@@ -787,23 +775,11 @@ def falcon_h1_tiny() -> Model:
     common(m, n_embd=E, n_layer=L, n_ff=F, n_head=H, n_head_kv=HKV, key_length=D, value_length=D,
            rope_base=100000.0, rms_eps=1e-5, ctx_train=1 << 17)
     m.meta("add_vocab_size", m.n_vocab)
-    m.meta("add_ssm_conv_kernel", DC)
-    m.meta("add_ssm_state_size", DS)
-    m.meta("add_ssm_group_count", NG)
-    m.meta("add_ssm_inner_size", DI)
-    m.meta("add_ssm_time_step_rank", NH)
-    conv_dim = DI + 2 * NG * DS
+    mamba2_meta(m, DC=DC, DS=DS, NG=NG, DI=DI, NH=NH)
     embeddings(m, E, embd_type=Q.Q8_0, output_type=Q.Q8_0)
     for i in range(L):
         m.add(f"blk.{i}.attn_norm.weight", (E,))
-        m.add(f"blk.{i}.ssm_in.weight", (E, DI + conv_dim + NH), Q.Q8_0)
-        m.add(f"blk.{i}.ssm_conv1d.weight", (DC, conv_dim))
-        m.add(f"blk.{i}.ssm_conv1d.bias", (conv_dim,))
-        m.add(f"blk.{i}.ssm_dt.bias", (NH,))
-        m.add(f"blk.{i}.ssm_a", (1, NH))
-        m.add(f"blk.{i}.ssm_d", (1, NH))
-        m.add(f"blk.{i}.ssm_norm.weight", (DI // NG, NG))
-        m.add(f"blk.{i}.ssm_out.weight", (DI, E), Q.Q8_0)
+        mamba2_mixer(m, i, E=E, DI=DI, DS=DS, NG=NG, NH=NH, DC=DC)
         attention(m, i, E, H * D, HKV * D, HKV * D, H * D, Q.Q8_0)
         m.add(f"blk.{i}.ffn_norm", (E,))  # load_arch_tensors asks for tn(LLM_TENSOR_FFN_NORM, i): no .weight suffix
         dense_ffn(m, i, E, F, Q.Q4_0)
