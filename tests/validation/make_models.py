@@ -254,11 +254,10 @@ def gpt_oss_tiny() -> Model:
     return m
 
 
-def deepseek2_tiny() -> Model:
-    """DeepSeek-V3-style MLA (q_lora_rank > 0, kv_lora_rank 128, rope 32): the cache holds one
-    latent row of kv_lora_rank + n_rot = 160 per token and no V. One leading dense block, then MoE with
-    a shared expert."""
-    m = Model("deepseek2-tiny", "deepseek2", sweep.FAMILIES["deepseek2-tiny"], n_vocab=1000)
+def _deepseek_mla(m: Model, indexer: tuple[int, int, int] | None) -> Model:
+    """DeepSeek-V3-style MLA (q_lora_rank > 0, kv_lora_rank 128, rope 32) and MoE: one leading dense block, then
+    experts with a shared one; with `indexer` (head count, key length, top-k) the DSA lightning indexer of every
+    layer as deepseek32 adds it."""
     E, L, F, H = 256, 3, 512, 4
     KV_LORA, Q_LORA, ROPE, NOPE, VHEAD = 128, 128, 32, 64, 64
     NE, NU, NS, FE = 4, 2, 1, 128
@@ -277,6 +276,10 @@ def deepseek2_tiny() -> Model:
     m.meta("add_expert_weights_scale", 2.5)
     m.meta("add_expert_weights_norm", True)
     m.meta("add_expert_gating_func", gguf.ExpertGatingFuncType.SIGMOID)
+    if indexer:
+        m.meta("add_indexer_head_count", indexer[0])
+        m.meta("add_indexer_key_length", indexer[1])
+        m.meta("add_indexer_top_k", indexer[2])
     embeddings(m, E, embd_type=Q.Q8_0, output_type=Q.Q8_0)
     for i in range(L):
         m.add(f"blk.{i}.attn_norm.weight", (E,))
@@ -289,6 +292,13 @@ def deepseek2_tiny() -> Model:
         m.add(f"blk.{i}.attn_v_b.weight", (KV_LORA, VHEAD, H), Q.Q8_0)
         m.add(f"blk.{i}.attn_output.weight", (H * VHEAD, E), Q.Q8_0)
         m.add(f"blk.{i}.ffn_norm.weight", (E,))
+        if indexer:
+            IH, ID, _ = indexer
+            m.add(f"blk.{i}.indexer.k_norm.weight", (ID,))
+            m.add(f"blk.{i}.indexer.k_norm.bias", (ID,))
+            m.add(f"blk.{i}.indexer.proj.weight", (E, IH))
+            m.add(f"blk.{i}.indexer.attn_k.weight", (E, ID), Q.Q8_0)
+            m.add(f"blk.{i}.indexer.attn_q_b.weight", (Q_LORA, IH * ID), Q.Q8_0)
         if i < 1:
             dense_ffn(m, i, E, F, Q.Q4_0)
         else:
@@ -296,6 +306,11 @@ def deepseek2_tiny() -> Model:
             m.add(f"blk.{i}.exp_probs_b.bias", (NE,))
             shared_expert(m, i, E, FE * NS, Q.Q8_0)
     return m
+
+
+def deepseek2_tiny() -> Model:
+    """DeepSeek-V3-style MLA: the cache holds one latent row of kv_lora_rank + n_rot = 160 per token and no V."""
+    return _deepseek_mla(Model("deepseek2-tiny", "deepseek2", sweep.FAMILIES["deepseek2-tiny"], n_vocab=1000), None)
 
 
 def deepseek32_tiny() -> Model:
@@ -304,52 +319,7 @@ def deepseek32_tiny() -> Model:
     indexer.attn_q_b; load_arch_hparams: attention.indexer.head_count / key_length / top_k required), whose keys
     llama-kv-cache-dsa.cpp caches in a second cache of one head of key_length."""
     m = Model("deepseek32-tiny", "deepseek32", sweep.PENDING_FAMILIES["deepseek32-tiny"], n_vocab=1000)
-    E, L, F, H = 256, 3, 512, 4
-    KV_LORA, Q_LORA, ROPE, NOPE, VHEAD = 128, 128, 32, 64, 64
-    NE, NU, NS, FE = 4, 2, 1, 128
-    IH, ID, TOPK = 4, 64, 256
-    common(m, n_embd=E, n_layer=L, n_ff=F, n_head=H, n_head_kv=1, key_length=KV_LORA + ROPE, value_length=KV_LORA,
-           rope_dims=ROPE, rope_base=10000.0)
-    m.meta("add_leading_dense_block_count", 1)
-    m.meta("add_vocab_size", m.n_vocab)
-    m.meta("add_q_lora_rank", Q_LORA)
-    m.meta("add_kv_lora_rank", KV_LORA)
-    m.meta("add_key_length_mla", NOPE + ROPE)
-    m.meta("add_value_length_mla", VHEAD)
-    m.meta("add_expert_feed_forward_length", FE)
-    m.meta("add_expert_count", NE)
-    m.meta("add_expert_used_count", NU)
-    m.meta("add_expert_shared_count", NS)
-    m.meta("add_expert_weights_scale", 2.5)
-    m.meta("add_expert_weights_norm", True)
-    m.meta("add_expert_gating_func", gguf.ExpertGatingFuncType.SIGMOID)
-    m.meta("add_indexer_head_count", IH)
-    m.meta("add_indexer_key_length", ID)
-    m.meta("add_indexer_top_k", TOPK)
-    embeddings(m, E, embd_type=Q.Q8_0, output_type=Q.Q8_0)
-    for i in range(L):
-        m.add(f"blk.{i}.attn_norm.weight", (E,))
-        m.add(f"blk.{i}.attn_q_a_norm.weight", (Q_LORA,))
-        m.add(f"blk.{i}.attn_kv_a_norm.weight", (KV_LORA,))
-        m.add(f"blk.{i}.attn_q_a.weight", (E, Q_LORA), Q.Q8_0)
-        m.add(f"blk.{i}.attn_q_b.weight", (Q_LORA, H * (NOPE + ROPE)), Q.Q8_0)
-        m.add(f"blk.{i}.attn_kv_a_mqa.weight", (E, KV_LORA + ROPE), Q.Q8_0)
-        m.add(f"blk.{i}.attn_k_b.weight", (NOPE, KV_LORA, H), Q.Q8_0)
-        m.add(f"blk.{i}.attn_v_b.weight", (KV_LORA, VHEAD, H), Q.Q8_0)
-        m.add(f"blk.{i}.attn_output.weight", (H * VHEAD, E), Q.Q8_0)
-        m.add(f"blk.{i}.ffn_norm.weight", (E,))
-        m.add(f"blk.{i}.indexer.k_norm.weight", (ID,))
-        m.add(f"blk.{i}.indexer.k_norm.bias", (ID,))
-        m.add(f"blk.{i}.indexer.proj.weight", (E, IH))
-        m.add(f"blk.{i}.indexer.attn_k.weight", (E, ID), Q.Q8_0)
-        m.add(f"blk.{i}.indexer.attn_q_b.weight", (Q_LORA, IH * ID), Q.Q8_0)
-        if i < 1:
-            dense_ffn(m, i, E, F, Q.Q4_0)
-        else:
-            moe_ffn(m, i, E, FE, NE, Q.Q4_0)
-            m.add(f"blk.{i}.exp_probs_b.bias", (NE,))
-            shared_expert(m, i, E, FE * NS, Q.Q8_0)
-    return m
+    return _deepseek_mla(m, (4, 64, 256))
 
 
 def qwen3moe_tiny() -> Model:
