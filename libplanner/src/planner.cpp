@@ -169,6 +169,7 @@ Option size_option(const Setup& s, const Candidate& c, const std::string& mode, 
 // What is said of an option the plan shows: its warnings, reason and launch lines. Only the options that are
 // printed get them (the mission sizes ~200 candidates and shows 5).
 void dress_option(const Setup& s, const Sized::Origin& origin, const std::string& mode, Option& o) {
+  score(s, *origin.candidate, o, /*with_evidence=*/true);  // the same figures, now with their sentences
   const Resolved res = resolved_for(s, *origin.candidate, o);
   o.warnings = option_warnings(s, *origin.candidate, o, mode, origin.at_cap);
   o.reason = reason_for(s, o);

@@ -2,6 +2,7 @@
 #include <cctype>
 #include <deque>
 #include <memory>
+#include <stdexcept>
 #include <string_view>
 
 #include <re2/re2.h>
@@ -9,6 +10,7 @@
 #include "kvplan/checked.hpp"
 #include "kvplan/error.hpp"
 #include "kvplan/memory.hpp"
+#include "memory/weights.hpp"
 
 namespace kvplan {
 namespace {
@@ -352,16 +354,47 @@ WeightBytes weight_bytes_from_params(const ModelSpec& m, const WeightFormat& for
   return out;
 }
 
-WeightBytes weight_bytes(const ModelSpec& m, const WeightFormat& format, const EngineSpec& engine, const BackendSpec& backend,
-                         const Placement& placement) {
+SizedWeights sized_weights(const ModelSpec& m, const WeightFormat& format, const EngineSpec& engine, const BackendSpec& backend,
+                           bool names) {
   const BackendSpec& cpu = engine.backend("cpu");
-  const bool from_file = !m.file_tensors.empty();
-  if (!from_file && (m.mla || m.recurrent) && !placement.overrides.empty())
-    throw InputError("--override-tensor", placement.overrides.front().first,
-                     m.name + " is sized from its parameter count (no per-tensor recipe): give its GGUF file to place tensors");
-  if (!from_file && (m.mla || m.recurrent)) return weight_bytes_from_params(m, format, engine, placement);
-  if (!from_file && format.base_type.empty())
-    throw InputError("--weights", format.id, "has no per-tensor recipe in data/weights; cannot size it");
+  SizedWeights out;
+  out.exact = !m.file_tensors.empty();
+  auto keep = [&](int il, std::string_view base, bool on_host, const GgmlType& type, std::int64_t ne0, std::int64_t nrows, auto&& name) {
+    SizedWeights::Tensor t;
+    t.il = il;
+    t.expert = base.find("_exps") != std::string_view::npos;
+    t.on_host = on_host;
+    t.token_embd = il < 0 && base == "token_embd";
+    t.tied_copy = base == kTiedOutputCopy;
+    t.nrows = nrows;
+    t.on_gpu = tensor_bytes(type, ne0, nrows, backend);
+    t.on_cpu = &backend == &cpu ? t.on_gpu : tensor_bytes(type, ne0, nrows, cpu);
+    if (names) t.name = name();
+    out.tensors.push_back(std::move(t));
+  };
+  if (out.exact) {
+    const std::string field = "weights " + format.id;
+    out.tensors.reserve(m.file_tensors.size());
+    for (const auto& t : m.file_tensors) {
+      const int il = layer_of(t.name);
+      // a file's names: "token_embd.weight" is the lookup table, "..._exps" the routed experts
+      const std::string_view base = t.name == "token_embd.weight" ? std::string_view("token_embd") : std::string_view(t.name);
+      keep(il, base, t.on_host, engine.type(t.type, field), t.ne0, t.nrows, [&] { return t.name; });
+    }
+    return out;
+  }
+  if (format.base_type.empty()) throw InputError("--weights", format.id, "has no per-tensor recipe in data/weights; cannot size it");
+  check_has_recipe(m, format);
+  out.tensors.reserve(static_cast<size_t>(std::max(0, m.layers)) * 24 + 4);
+  RecipeTyper typer(m, format, engine);
+  for_each_recipe_tensor(m, typer, [&](const RecipeTensor& t) {
+    keep(t.il, t.base, t.on_host, t.type, t.ne0, t.nrows, [&] { return tensor_name(t); });
+  });
+  return out;
+}
+
+WeightBytes placed_weights(const SizedWeights& sized, const ModelSpec& m, const EngineSpec& engine, const BackendSpec& backend,
+                           const Placement& placement) {
   WeightSums sums;
   sums.per_device.resize(static_cast<size_t>(placement.devices()));
   Overrides overrides;
@@ -370,33 +403,18 @@ WeightBytes weight_bytes(const ModelSpec& m, const WeightFormat& format, const E
     if (!re->ok()) throw InputError("--override-tensor", pattern, "is not a valid regular expression (RE2 syntax): " + re->error());
     overrides.emplace_back(std::move(re), device);
   }
-  if (from_file) {
-    const std::string field = "weights " + format.id;
-    for (const auto& t : m.file_tensors) {
-      const bool expert = t.name.find("_exps") != std::string::npos;
-      const int device = device_of(t.on_host, layer_of(t.name), expert, [&]() -> const std::string& { return t.name; }, placement, overrides);
-      if (t.name == kTiedOutputCopy && !copy_allocated(device >= 0, backend, engine, m)) continue;
-      const Figure f = tensor_bytes(engine.type(t.type, field), t.ne0, t.nrows, device >= 0 ? backend : cpu);
-      sums.add(device, f, t.nrows, t.name == "token_embd.weight");
-    }
-  } else {
-    check_has_recipe(m, format);
-    RecipeTyper typer(m, format, engine);
-    std::string name;
-    for_each_recipe_tensor(m, typer, [&](const RecipeTensor& t) {
-      const bool expert = t.base.find("_exps") != std::string_view::npos;
-      auto name_of = [&]() -> const std::string& { return name = tensor_name(t); };
-      const int device = device_of(t.on_host, t.il, expert, name_of, placement, overrides);
-      if (t.base == kTiedOutputCopy && !copy_allocated(device >= 0, backend, engine, m)) return;
-      const Figure f = tensor_bytes(t.type, t.ne0, t.nrows, device >= 0 ? backend : cpu);
-      sums.add(device, f, t.nrows, t.il < 0 && t.base == "token_embd");
-    });
+  if (!overrides.empty() && !sized.tensors.empty() && sized.tensors.front().name.empty())
+    throw std::logic_error("placed_weights: -ot patterns need the tensors' names (sized_weights with names)");
+  for (const auto& t : sized.tensors) {
+    const int device = device_of(t.on_host, t.il, t.expert, [&]() -> const std::string& { return t.name; }, placement, overrides);
+    if (t.tied_copy && !copy_allocated(device >= 0, backend, engine, m)) continue;
+    sums.add(device, device >= 0 ? t.on_gpu : t.on_cpu, t.nrows, t.token_embd);
   }
   WeightBytes out;
   out.largest_host_matrix = sums.largest_host_matrix;
   out.lookup_host = sums.lookup_host;
   const Bytes dev = sums.dev, dev_raw = sums.dev_raw, host = sums.host, host_raw = sums.host_raw;
-  if (from_file) {  // the file's own tensors: what the backend allocates, to the byte
+  if (sized.exact) {  // the file's own tensors: what the backend allocates, to the byte
     out.device = Figure::exact(dev, dev_raw);
     out.host = Figure::exact(host, host_raw);
     for (const auto& f : sums.per_device) out.per_device.push_back(Figure::exact(f.bytes, f.unpadded));
@@ -408,6 +426,17 @@ WeightBytes weight_bytes(const ModelSpec& m, const WeightFormat& format, const E
   out.host = Figure{host, host_raw, high(host), Accuracy::estimate};
   for (const auto& f : sums.per_device) out.per_device.push_back(Figure{f.bytes, f.unpadded, high(f.bytes), Accuracy::estimate});
   return out;
+}
+
+bool sized_from_params(const ModelSpec& m) { return m.file_tensors.empty() && (m.mla || m.recurrent); }
+
+WeightBytes weight_bytes(const ModelSpec& m, const WeightFormat& format, const EngineSpec& engine, const BackendSpec& backend,
+                         const Placement& placement) {
+  if (sized_from_params(m) && !placement.overrides.empty())
+    throw InputError("--override-tensor", placement.overrides.front().first,
+                     m.name + " is sized from its parameter count (no per-tensor recipe): give its GGUF file to place tensors");
+  if (sized_from_params(m)) return weight_bytes_from_params(m, format, engine, placement);
+  return placed_weights(sized_weights(m, format, engine, backend, !placement.overrides.empty()), m, engine, backend, placement);
 }
 
 }  // namespace kvplan

@@ -155,7 +155,8 @@ void add_draft(const Setup& s, const Candidate& c, int ctx, Record& record) {
   const KvCacheBytes kv = kv_cache_bytes(s.layers_of(dm), e, shape, tk, tv, c.flash_attn, *s.backend, d.placement.first_gpu_layer);
   const KvCacheBytes kv_host = kv_cache_bytes(s.layers_of(dm), e, shape, tk, tv, c.flash_attn, cpu, 0, d.placement.first_gpu_layer);
   const ComputeBytes compute = s.compute(dm, shape, tk, tv, c.flash_attn, *s.backend);
-  const WeightBytes w = weight_bytes(dm, d.format(), e, *s.backend, d.placement);
+  if (!s.draft_weights) s.draft_weights = weight_bytes(dm, d.format(), e, *s.backend, d.placement);  // the same for every probe
+  const WeightBytes& w = *s.draft_weights;
   auto put = [&](const char* what, const std::string& pool, const Figure& f) {
     if (f.bytes != 0) record("draft", what, pool, f);
   };

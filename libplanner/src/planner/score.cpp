@@ -40,7 +40,7 @@ double weights_bpw(const ModelSpec& m, const WeightBytes& w) {
          static_cast<double>(m.params);
 }
 
-void score(const Setup& s, const Candidate& c, Option& o) {
+void score(const Setup& s, const Candidate& c, Option& o, bool with_evidence) {
   priors::QualityInput in;
   in.model = s.model;
   in.weights = c.weights;
@@ -53,7 +53,7 @@ void score(const Setup& s, const Candidate& c, Option& o) {
   const Setup::CellKey key{in.type_k, in.type_v, in.rotation};
   auto it = s.cell_memo.find(key);
   if (it == s.cell_memo.end()) it = s.cell_memo.emplace(key, priors::cell_evidence(s.catalog->prior, in)).first;
-  o.quality = priors::assess(s.catalog->prior, in, &it->second);
+  o.quality = priors::assess(s.catalog->prior, in, &it->second, with_evidence);
 }
 
 

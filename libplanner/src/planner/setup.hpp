@@ -12,6 +12,7 @@
 #include "engines/runtimes.hpp"
 #include "kvplan/memory.hpp"
 #include "kvplan/plan.hpp"
+#include "memory/weights.hpp"
 #include "priors/prior.hpp"
 
 namespace kvplan::detail {
@@ -69,6 +70,7 @@ struct Setup {
     const WeightFormat& format() const { return catalog_format ? *catalog_format : file_format; }
   };
   std::optional<Draft> draft;
+  mutable std::optional<WeightBytes> draft_weights;  // the draft's weights, worked out on first use
   std::vector<std::string> warnings;  // plan-level notes found while resolving
 
   // compute_bytes depends on the shape and the cache types, not on the weight format: the ranker asks for the same
@@ -88,6 +90,8 @@ struct Setup {
   // Weight bytes per (format, placement): the placement search asks for the same layers' split once per K/V pair.
   using WeightsKey = std::tuple<const WeightFormat*, int, int, bool>;
   mutable std::map<WeightsKey, WeightBytes> weights_memo;
+  // Each format's tensors sized once: the placement search then only places them (memory/weights.hpp).
+  mutable std::map<const WeightFormat*, SizedWeights> sized_memo;
   ComputeBytes compute(const ModelSpec& m, const ContextShape& sh, const GgmlType& tk, const GgmlType& tv, bool fa,
                        const BackendSpec& b, bool holds_output = true, int n_copies = 1) const {
     const std::array<int, 10> dims{sh.n_ctx, sh.n_ctx_seq, sh.n_stream, sh.n_seq, sh.unified ? 1 : 0, sh.n_ubatch, sh.n_batch,
@@ -146,7 +150,8 @@ double k_bits(const Setup& s, const std::string& id);
 double v_bits(const Setup& s, const std::string& id);
 double k_storage_bits(const Setup& s, const std::string& id);
 bool uses_rotation(const Setup& s, const std::string& type_k, const std::string& type_v);
-void score(const Setup& s, const Candidate& c, Option& o);
+// with_evidence: the sentences the quality rests on (only printed options need them: dress_option).
+void score(const Setup& s, const Candidate& c, Option& o, bool with_evidence = false);
 
 // ---- rank.cpp: the one-line reason, the order, dominance ----
 std::string reason_for(const Setup& s, const Option& o);

@@ -187,7 +187,7 @@ CellEvidence cell_evidence(const PriorParams& p, const QualityInput& in) {
   return out;
 }
 
-Quality assess(const PriorParams& p, const QualityInput& in, const CellEvidence* cell) {
+Quality assess(const PriorParams& p, const QualityInput& in, const CellEvidence* cell, bool with_evidence) {
   const ModelSpec& m = *in.model;
   const double n_b = params_b(m);
   const TypeSensitivity& k = p.type(in.type_k);
@@ -223,6 +223,7 @@ Quality assess(const PriorParams& p, const QualityInput& in, const CellEvidence*
   q.low = q.weights_loss / kWeightsSpread + q.task_factor * w * kv_low;
   q.high = q.weights_loss * kWeightsSpread + q.task_factor * w * kv_high;
   q.risk = risk_band(p, q.expected_loss);
+  if (!with_evidence) return q;
 
   // The evidence each part rests on: the user's own measurements, the closest published measurement, then the
   // general findings that apply.

@@ -51,7 +51,9 @@ struct CellEvidence {
 CellEvidence cell_evidence(const PriorParams& prior, const QualityInput& in);
 
 // `cell`: cell_evidence(prior, in) when the caller has it (nullptr: worked out here).
-Quality assess(const PriorParams& prior, const QualityInput& in, const CellEvidence* cell = nullptr);
+// with_evidence false: the figures only (the ranker sizes ~200 candidates and prints five; their sentences are
+// written for the printed ones).
+Quality assess(const PriorParams& prior, const QualityInput& in, const CellEvidence* cell = nullptr, bool with_evidence = true);
 Risk risk_band(const PriorParams& prior, double loss);
 
 // Pieces of the model, exposed for tests, calibration and docs.

@@ -1,0 +1,33 @@
+#pragma once
+// Internal to the planner: weight_bytes in two stages, so that a placement search sizes a format's tensors once and
+// then only places them (a 94-layer MoE has ~1,100 tensors; the search tries a dozen placements per format).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kvplan/memory.hpp"
+
+namespace kvplan {
+
+// A format's tensors, each with its bytes in the GPU backend's buffer and in the CPU's (the padding differs).
+struct SizedWeights {
+  struct Tensor {
+    int il = -1;  // its repeating layer; -1 for token_embd, output and output_norm
+    bool expert = false, on_host = false, token_embd = false, tied_copy = false;
+    std::int64_t nrows = 0;
+    Figure on_gpu, on_cpu;
+    std::string name;  // only when sized with names (-ot patterns match names)
+  };
+  std::vector<Tensor> tensors;
+  bool exact = false;  // a GGUF's own tensors (else llama-quantize's recipe: an estimate)
+};
+// The tensors of a per-tensor model (a GGUF's, or the recipe's); not for models sized from their parameter count.
+SizedWeights sized_weights(const ModelSpec& m, const WeightFormat& format, const EngineSpec& engine, const BackendSpec& backend,
+                           bool names);
+// What weight_bytes returns for these tensors under `placement`.
+WeightBytes placed_weights(const SizedWeights& sized, const ModelSpec& m, const EngineSpec& engine, const BackendSpec& backend,
+                           const Placement& placement);
+// Catalog MLA and recurrent models without a file: sized from params × bits per weight (weight_bytes_from_params).
+bool sized_from_params(const ModelSpec& m);
+
+}  // namespace kvplan
