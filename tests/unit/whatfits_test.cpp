@@ -217,6 +217,25 @@ TEST_CASE("a model without a figure is estimated from its family, scaled by size
   CHECK(t.value <= q.measured.at("qwen2.5-coder-7b-instruct").value + 1e-9);
 }
 
+TEST_CASE("every catalog model's figure for every task ranks by its mean less an uncertainty of its own") {
+  const Catalog& c = kvtest::catalog();
+  for (const auto& task : c.tasks) {
+    const QualityScale q = quality_scale(c, task.id);
+    if (q.measured.empty()) continue;
+    REQUIRE(q.size_sd > 0);
+    for (const auto& m : c.models) {
+      const TaskQuality t = task_quality(q, c, m);
+      INFO(task.id << " " << m.id);
+      CHECK(t.sd > 0);  // no figure is certain
+      CHECK(t.value == Approx(std::max(t.mean - t.sd, q.scale_low)));
+      // an estimate is no more certain than the better of the rules it rests on, measured on the catalog's figures
+      if (t.estimated) CHECK(t.sd >= std::min(q.family_sd, q.size_sd) - 1e-9);
+      // a measured figure is at least as uncertain as its documents and the size fit leave it (at most 20 documents)
+      else CHECK(t.sd >= q.size_sd / std::sqrt(21.0));
+    }
+  }
+}
+
 TEST_CASE("what fits: every row fits, the order follows the rule, no row is dominated by one below it, filters hold") {
   const Catalog& c = kvtest::catalog();
   for (auto [gpu, task] : std::vector<std::pair<const char*, const char*>>{{"rtx4090", "agentic"}, {"rtx3060-12gb", "chat"}}) {
