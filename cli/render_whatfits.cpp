@@ -41,6 +41,8 @@ std::string render_what_fits(const WhatFits& w) {
   }
   if (w.rows.empty()) out += "  (no model fits with these filters)\n";
   if (estimated) out += "\ne: no published figure for this task; estimated from the family's figures (or the catalog's) scaled by size (--json says which).\n";
+  out += "quality: the task figure less its uncertainty (one standard deviation: fewer sources, a far-stretched equating or an estimate\n"
+         "rank lower; docs/ranking.md §8).\n";
   out += "plan: what the recommended option keeps of the model's quality (weights and K/V loss, context short of the target, speed; docs/ranking.md §9).\n";
   for (const auto& n : w.notes) out += "Note: " + n + "\n";
   return out;

@@ -45,7 +45,7 @@ json option_brief(const Option& o) {
 }
 
 json quality_json(const TaskQuality& q) {
-  return {{"value", round1(q.value)}, {"estimated", q.estimated}, {"basis", q.basis}, {"benchmarks", q.benchmarks}};
+  return {{"value", round1(q.value)}, {"mean", round1(q.mean)}, {"sd", round1(q.sd)}, {"estimated", q.estimated}, {"basis", q.basis}, {"benchmarks", q.benchmarks}};
 }
 
 json device_json(const NeedsDevice& d) {

@@ -18,7 +18,8 @@ def _flat(row: dict[str, Any]) -> dict[str, Any]:
     """One what-fits row as a flat record: the model, its quality, the plan's figures, the score."""
     o, q = row["option"], row["quality"]
     return {"rank": row["rank"], "model": row["model"], "name": row["name"], "family": row["family"],
-            "license": row["license"], "params": row["params"], "moe": row["moe"], "quality": q["value"], "quality_estimated": q["estimated"],
+            "license": row["license"], "params": row["params"], "moe": row["moe"], "quality": q["value"], "quality_mean": q["mean"], "quality_sd": q["sd"],
+            "quality_estimated": q["estimated"],
             "quality_basis": q["basis"], "weights": o["weights"], "ctx_per_slot": o["ctx_per_slot"],
             "cache_type_k": o["cache_type_k"], "cache_type_v": o["cache_type_v"],
             "decode_tokens_per_s": o["decode_tokens_per_s"], "host_bytes": o["host_bytes"],
@@ -47,7 +48,7 @@ class WhatFits:
         """One row per ranked model: the columns of `records`."""
         pd = _pandas()
         columns = list(_flat({"rank": 0, "model": "", "name": "", "family": "", "license": None, "params": 0, "moe": False,
-                              "quality": {"value": 0, "estimated": False, "basis": ""}, "reaches_task_min": True,
+                              "quality": {"value": 0, "mean": 0, "sd": 0, "estimated": False, "basis": ""}, "reaches_task_min": True,
                               "meets_speed_floor": True, "plan_factor": 1, "score": 0,
                               "option": {k: None for k in ("weights", "ctx_per_slot", "cache_type_k", "cache_type_v",
                                                            "decode_tokens_per_s", "host_bytes", "device_bytes",

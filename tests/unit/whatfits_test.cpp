@@ -119,6 +119,18 @@ TEST_CASE("linear equating with scatter: the means and deviations over the commo
   CHECK(b.shift == Approx(mean(xb) - b.slope * mean(xa)));
   const double q32 = (110 + b.shift + b.slope * 60) / 2;
   CHECK(q.measured.at("qwen2.5-coder-32b-instruct").value == Approx(q32));
+  // the link's error: root mean square of B − (shift + slope·A) over the 4 common models, growing with the distance
+  // of a figure from their mean (the prediction error of a fitted line)
+  double ss = 0;
+  for (int i = 0; i < 4; ++i) ss += std::pow(xb[i] - b.shift - b.slope * xa[i], 2);
+  const double residual = std::sqrt(ss / 4);
+  CHECK(b.residual == Approx(residual));
+  CHECK(b.error_at(mean(xa)) == Approx(residual / 2));
+  const double z = (60 - mean(xa)) / sd(xa);
+  CHECK(b.error_at(60) == Approx(residual * std::sqrt((1 + z * z) / 4)));
+  CHECK(b.error_at(90) > b.error_at(60));
+  // qwen2.5-coder-32b: its bench-b figure (the reference, no linking error) and its equated bench-a figure, averaged
+  CHECK(q.measured.at("qwen2.5-coder-32b-instruct").sd == Approx(b.error_at(60) / 2));
 }
 
 TEST_CASE("a measured figure is shrunk towards the size fit, one source against its own sources") {
@@ -137,7 +149,10 @@ TEST_CASE("a measured figure is shrunk towards the size fit, one source against 
     INFO(id);
     CHECK(own.benchmarks.size() == 2);
     const TaskQuality t = task_quality(q, c, m);
-    CHECK(t.value == Approx(std::max((n * own.value + by_size) / (n + 1), q.scale_low)));
+    CHECK(t.mean == Approx(std::max((n * own.value + by_size) / (n + 1), q.scale_low)));
+    // uncertain by size_sd/√(n+1), plus the linking error in the share the figure keeps; what ranks is mean − sd
+    CHECK(t.sd == Approx(std::hypot(q.size_sd / std::sqrt(n + 1), n / (n + 1) * own.sd)));
+    CHECK(t.value == Approx(std::max(t.mean - t.sd, q.scale_low)));
     CHECK(t.basis.find(n == 1 ? "(1 source against 1)" : "(2 sources against 1)") != std::string::npos);
     CHECK_FALSE(t.estimated);
   }
@@ -176,19 +191,49 @@ TEST_CASE("a model without a figure is estimated from its family, scaled by size
   CHECK(t.estimated);
   CHECK(t.basis.find("qwen2.5") != std::string::npos);
   CHECK(q.size_slope >= 0);
-  // the family mean of each member moved along the catalog slope to this size
+  // the family mean of each member moved along the within-family slope to this size
   double sum = 0;
   int n = 0;
-  for (const auto& [id, f] : q.measured) {
-    const ModelSpec& o = c.model(id);
-    if (o.family != m.family) continue;
-    sum += f.value + q.size_slope * (std::log(effective_params(m) / 1e9) - std::log(effective_params(o) / 1e9));
-    ++n;
-  }
+  // the within-family slope by hand: the fixture's measured models of one family are the three coders (qwen3-8b is
+  // alone in its family), so it is their least-squares slope
+  std::vector<std::pair<double, double>> kin;
+  for (const auto& [id, f] : q.measured)
+    if (c.model(id).family == m.family) kin.emplace_back(std::log(effective_params(c.model(id)) / 1e9), f.value);
+  REQUIRE(kin.size() == 3);
+  double mx = 0, my = 0, sxy = 0, sxx = 0;
+  for (auto [x, y] : kin) mx += x / 3, my += y / 3;
+  for (auto [x, y] : kin) sxy += (x - mx) * (y - my), sxx += (x - mx) * (x - mx);
+  const double slope = std::max(0.0, sxy / sxx);
+  for (auto [x, y] : kin) sum += y + slope * (std::log(effective_params(m) / 1e9) - x), ++n;
   REQUIRE(n > 0);
-  CHECK(t.value == Approx(std::max(sum / n, q.scale_low)));
+  // the family's figure and the size fit's, each weighed by the inverse square of how far its rule misses measured
+  // figures (family: each measured model left out in turn), and as uncertain as the better of the two
+  const double wf = 1 / (q.family_sd * q.family_sd), ws = 1 / (q.size_sd * q.size_sd);
+  const double by_size = q.size_intercept + q.size_slope * std::log(effective_params(m) / 1e9);
+  CHECK(t.mean == Approx(std::max((wf * sum / n + ws * by_size) / (wf + ws), q.scale_low)));
+  CHECK(t.sd == Approx(std::min(q.family_sd, q.size_sd)));
+  CHECK(t.value == Approx(std::max(t.mean - t.sd, q.scale_low)));
   // smaller than every measured member of the family, so not above the smallest of them
   CHECK(t.value <= q.measured.at("qwen2.5-coder-7b-instruct").value + 1e-9);
+}
+
+TEST_CASE("every catalog model's figure for every task ranks by its mean less an uncertainty of its own") {
+  const Catalog& c = kvtest::catalog();
+  for (const auto& task : c.tasks) {
+    const QualityScale q = quality_scale(c, task.id);
+    if (q.measured.empty()) continue;
+    REQUIRE(q.size_sd > 0);
+    for (const auto& m : c.models) {
+      const TaskQuality t = task_quality(q, c, m);
+      INFO(task.id << " " << m.id);
+      CHECK(t.sd > 0);  // no figure is certain
+      CHECK(t.value == Approx(std::max(t.mean - t.sd, q.scale_low)));
+      // an estimate is no more certain than the better of the rules it rests on, measured on the catalog's figures
+      if (t.estimated) CHECK(t.sd >= std::min(q.family_sd, q.size_sd) - 1e-9);
+      // a measured figure is at least as uncertain as its documents and the size fit leave it (at most 20 documents)
+      else CHECK(t.sd >= q.size_sd / std::sqrt(21.0));
+    }
+  }
 }
 
 TEST_CASE("what fits: every row fits, the order follows the rule, no row is dominated by one below it, filters hold") {

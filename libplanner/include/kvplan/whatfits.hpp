@@ -18,7 +18,9 @@ namespace kvplan {
 
 // ---------- a model's quality for a task (docs/ranking.md §8) ----------
 struct TaskQuality {
-  double value = 0;               // on the task's common scale (the reference benchmark's units; at least its floor, may pass its top)
+  double value = 0;               // what ranks: mean − sd, on the task's common scale (the reference benchmark's units; at least its floor, may pass its top)
+  double mean = 0;                // the figure's best value: measured figures shrunk towards the size fit, or the fallback's estimate
+  double sd = 0;                  // its uncertainty (one standard deviation, docs/ranking.md §8 step 5)
   bool estimated = false;         // no published figure for this task: the fallback rule's estimate
   std::string basis;              // what it rests on: the figures used, or the fallback rule and the models it scales
   std::vector<std::string> benchmarks;  // the benchmark columns used ("livecodebench v5", "mmlu-pro")
@@ -33,11 +35,17 @@ struct QualityScale {
     double slope = 1, shift = 0;  // on the reference scale: shift + slope · value (value mirrored when lower is better)
     int overlap = 0;            // models that linked it (0: the reference itself)
     bool linked = false;        // false: too few models in common with the scale; not used
+    // the link's own error: how far the common models' figures lie from the line (root mean square, on the scale),
+    // and where its figures centre and spread, for the error of a figure far from them (docs/ranking.md §8 step 5)
+    double residual = 0, mean_x = 0, sd_x = 0;
+    double error_at(double x) const;  // the linking error of a figure x of this column, on the scale
   };
   std::vector<Column> columns;
   std::map<std::string, TaskQuality> measured;  // by model id
   double scale_low = 0, scale_high = 100;       // the reference benchmark's scale
   double size_slope = 0, size_intercept = 0;    // catalog-wide fit of the figure on ln(effective parameters)
+  double size_sd = 0;    // how far measured figures lie from the size fit (root mean square): the prior's uncertainty
+  double family_sd = 0;  // how far the family rule misses a measured model's figure, each left out in turn (root mean square)
 };
 
 QualityScale quality_scale(const Catalog& c, const std::string& task_id);

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <fmt/format.h>
 #include <numeric>
+#include <optional>
 #include <regex>
 #include <set>
 
@@ -87,6 +88,10 @@ bool link_next(const std::vector<Cell>& cells, const std::set<std::string>& colu
   QualityScale::Column c{best, 1, 0, static_cast<int>(best_x.size()), true};
   if (sx > 0 && sy > 0) c.slope = sy / sx;  // no spread on one side: a mean shift alone
   c.shift = mean(best_y) - c.slope * mean(best_x);
+  c.mean_x = mean(best_x), c.sd_x = sx;
+  double ss = 0;
+  for (size_t i = 0; i < best_x.size(); ++i) ss += std::pow(best_y[i] - c.shift - c.slope * best_x[i], 2);
+  c.residual = std::sqrt(ss / static_cast<double>(best_x.size()));
   linked[best] = c;
   return true;
 }
@@ -146,7 +151,71 @@ std::set<std::string> documents(const QualityScale& q, const Catalog& c, const s
   return out;
 }
 
+
+// Root mean square of y about the line: how far a model's figure lies from what its size predicts.
+double rms_residual(const std::vector<double>& x, const std::vector<double>& y, double intercept, double slope) {
+  if (x.empty()) return 0;
+  double ss = 0;
+  for (size_t i = 0; i < x.size(); ++i) ss += std::pow(y[i] - intercept - slope * x[i], 2);
+  return std::sqrt(ss / static_cast<double>(x.size()));
+}
+
+double log_size(const ModelSpec& m) { return std::log(effective_params(m) / 1e9); }
+
+// How a figure grows with ln(effective parameters) within a family: the fixed-effects ("within") estimator, the slope
+// of figure on size after each family's own mean is taken out (Wooldridge, Introductory Econometrics, ch. 14). The
+// catalog-wide slope mixes size with vendor (the large models come from other vendors than the small ones) and
+// carried a 4B relative's figure to 27B at a rate no family shows. Kept at 0 or more; 0 without two sizes in a family.
+double within_family_slope(const QualityScale& q, const Catalog& c) {
+  std::map<std::string, std::vector<std::pair<double, double>>> by_family;
+  for (const auto& [id, figure] : q.measured)
+    if (const ModelSpec* m = c.find_model(id); m && !m->family.empty()) by_family[m->family].emplace_back(log_size(*m), figure.value);
+  double sxy = 0, sxx = 0;
+  for (const auto& [family, points] : by_family) {
+    double mx = 0, my = 0;
+    for (const auto& [x, y] : points) mx += x / points.size(), my += y / points.size();
+    for (const auto& [x, y] : points) sxy += (x - mx) * (y - my), sxx += (x - mx) * (x - mx);
+  }
+  return sxx > 0 ? std::max(0.0, sxy / sxx) : 0;
+}
+
+// The family rule (§8 fallback 1) for `m` from its measured relatives other than `m` itself: each relative's figure
+// moved along the within-family size slope, averaged; the relatives named in `kin`. Empty: no measured relative.
+std::optional<double> family_figure(const QualityScale& q, const Catalog& c, const ModelSpec& m, double slope, std::string* kin = nullptr) {
+  double sum = 0;
+  int n = 0;
+  for (const auto& [id, figure] : q.measured) {
+    const ModelSpec* other = c.find_model(id);
+    if (!other || id == m.id || m.family.empty() || other->family != m.family) continue;
+    sum += figure.value + slope * (log_size(m) - log_size(*other));
+    ++n;
+    if (kin) *kin += (kin->empty() ? "" : ", ") + id;
+  }
+  if (n == 0) return std::nullopt;
+  return sum / n;
+}
+
+// How far the family rule misses a measured figure: each measured model with a measured relative estimated from its
+// relatives alone (left out in turn), root mean square of the misses; the size fit's deviation when fewer than 3.
+double family_rule_error(const QualityScale& q, const Catalog& c) {
+  const double slope = within_family_slope(q, c);
+  double ss = 0;
+  int n = 0;
+  for (const auto& [id, figure] : q.measured)
+    if (const ModelSpec* m = c.find_model(id))
+      if (const auto guess = family_figure(q, c, *m, slope)) ss += std::pow(figure.value - *guess, 2), ++n;
+  return n >= 3 ? std::sqrt(ss / n) : q.size_sd;
+}
+
 }  // namespace
+
+// A line fitted over k points predicts at x with an error growing with the distance from their mean (the usual
+// prediction error of a fitted line): residual · √((1 + z²)/k), z = (x − mean)/sd. The reference itself: none.
+double QualityScale::Column::error_at(double x) const {
+  if (overlap == 0) return 0;
+  const double z = sd_x > 0 ? (x - mean_x) / sd_x : 0;
+  return residual * std::sqrt((1 + z * z) / overlap);
+}
 
 double active_params(const ModelSpec& m) {
   if (!m.moe || m.moe->experts <= 0) return static_cast<double>(m.params);
@@ -189,59 +258,72 @@ QualityScale quality_scale(const Catalog& c, const std::string& task_id) {
   for (const auto& [model, value] : composite(all, linked)) {
     TaskQuality t;
     t.value = std::max(value, q.scale_low);
+    double link_error = 0;
     for (const auto& cell : all)
-      if (cell.model == model && linked.count(cell.column)) t.benchmarks.push_back(cell.column);
+      if (cell.model == model && linked.count(cell.column)) t.benchmarks.push_back(cell.column), link_error += linked[cell.column].error_at(cell.value);
+    t.sd = link_error / static_cast<double>(t.benchmarks.size());  // the mean of its columns' linking errors (they are not independent)
     t.basis = "published: " + figure_list(cells, model);
     q.measured[model] = t;
     if (const ModelSpec* m = c.find_model(model)) xs.push_back(std::log(effective_params(*m) / 1e9)), ys.push_back(t.value);
   }
   std::tie(q.size_intercept, q.size_slope) = fit_line(xs, ys);
+  q.size_sd = rms_residual(xs, ys, q.size_intercept, q.size_slope);
+  q.family_sd = family_rule_error(q, c);
   return q;
 }
 
 // Figures are kept at or above the reference's floor (the score multiplies them) but not capped at its top: an
 // equated figure above 100 orders models the reference cannot tell apart.
-// §8.3: the family's measured figures, each moved along the catalog-wide size slope to this model's size, averaged;
-// else the catalog-wide fit on size alone. Recency is not used: release dates are not in the catalog.
+// Every figure is a mean and an uncertainty (§8 step 5); what ranks is the mean less one standard deviation, so a
+// figure resting on less evidence needs a higher mean to rank as high.
+namespace {
+TaskQuality with_uncertainty(TaskQuality t, double mean, double sd, double floor) {
+  t.mean = std::max(mean, floor);
+  t.sd = sd;
+  t.value = std::max(mean - sd, floor);
+  t.basis += fmt::format("; ranks at {:.1f} ± {:.1f}, by {:.1f}", t.mean, t.sd, t.value);
+  return t;
+}
+}  // namespace
+
+// §8.3: the family's measured figures, each moved along the within-family size slope to this model's size, averaged
+// and weighed against the size fit by how well each predicts a measured model; else the catalog-wide fit on size
+// alone. Recency is not used: release dates are not in the catalog.
 TaskQuality task_quality(const QualityScale& q, const Catalog& c, const ModelSpec& m) {
+  const double by_size = q.size_intercept + q.size_slope * log_size(m);
   if (auto it = q.measured.find(m.id); it != q.measured.end()) {
     // Shrinkage towards what models of its size score (§8 step 4): the size fit counts as one more source, so a model
     // known from one document is half its figure and half its size's, one known from four is four fifths its own.
     // Sources, not columns: the figures of one model card share its harness, prompts and choice of what to report.
     TaskQuality t = it->second;
     const double n = static_cast<double>(std::max<size_t>(1, documents(q, c, m.id).size()));
-    const double by_size = q.size_intercept + q.size_slope * std::log(effective_params(m) / 1e9);
-    t.value = std::max((n * t.value + kSizeWeight * by_size) / (n + kSizeWeight), q.scale_low);
     t.basis += fmt::format("; {:.1f} on the scale, shrunk towards the size fit's {:.1f} ({:g} source{} against 1)", it->second.value, by_size, n,
                            n == 1 ? "" : "s");
-    return t;
+    // each source and the size fit alike uncertain (size_sd): the mean of n + 1 of them is uncertain by size_sd/√(n+1);
+    // the linking error of its equated columns (it->second.sd) adds, in the share the figure keeps
+    const double keep = n / (n + kSizeWeight);
+    const double sd = std::hypot(q.size_sd / std::sqrt(n + kSizeWeight), keep * it->second.sd);
+    return with_uncertainty(t, keep * t.value + (1 - keep) * by_size, sd, q.scale_low);
   }
   TaskQuality t;
   t.estimated = true;
   if (q.measured.empty()) {
-    t.value = 0;
     t.basis = "no published figure for the " + q.task + " task in data/quality/: all models score alike";
     return t;
   }
-  const double size = std::log(effective_params(m) / 1e9);
-  std::vector<double> moved;
   std::string kin;
-  for (const auto& [id, figure] : q.measured) {
-    const ModelSpec* other = c.find_model(id);
-    if (!other || m.family.empty() || other->family != m.family) continue;
-    moved.push_back(figure.value + q.size_slope * (size - std::log(effective_params(*other) / 1e9)));
-    kin += (kin.empty() ? "" : ", ") + id;
+  if (const auto family = family_figure(q, c, m, within_family_slope(q, c), &kin)) {
+    // two estimates of one figure, each weighed by the inverse of its squared error (inverse-variance weighting); as
+    // uncertain as the better of them, not less: both miss the model's own departure from its family alike
+    const double wf = 1 / std::max(q.family_sd * q.family_sd, 1e-9), ws = 1 / std::max(q.size_sd * q.size_sd, 1e-9);
+    t.basis = fmt::format("estimated: no published {} figure; the {} family's ({}) scaled to {:.1f}B effective parameters, {:.1f} (misses a measured "
+                          "figure by {:.1f}), weighed with the size fit's {:.1f} (misses by {:.1f})",
+                          q.task, m.family, kin, effective_params(m) / 1e9, *family, q.family_sd, by_size, q.size_sd);
+    return with_uncertainty(t, (wf * *family + ws * by_size) / (wf + ws), std::min(q.family_sd, q.size_sd), q.scale_low);
   }
-  if (!moved.empty()) {
-    t.value = std::max(mean(moved), q.scale_low);
-    t.basis = fmt::format("estimated: no published {} figure; the {} family's ({}) scaled to {:.1f}B effective parameters", q.task, m.family, kin,
-                          effective_params(m) / 1e9);
-  } else {
-    t.value = std::max(q.size_intercept + q.size_slope * size, q.scale_low);
-    t.basis = fmt::format("estimated: no published {} figure and none for its family; the catalog-wide fit on size ({:.1f}B effective parameters)",
-                          q.task, effective_params(m) / 1e9);
-  }
-  return t;
+  t.basis = fmt::format("estimated: no published {} figure and none for its family; the catalog-wide fit on size ({:.1f}B effective parameters)",
+                        q.task, effective_params(m) / 1e9);
+  return with_uncertainty(t, by_size, q.size_sd, q.scale_low);
 }
 
 }  // namespace kvplan
