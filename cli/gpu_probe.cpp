@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 
 #include "gpu_detect.hpp"
+#include "text.hpp"
 #include "kvplan/error.hpp"
 
 extern char** environ;
@@ -67,15 +68,8 @@ pid_t spawn(const std::vector<std::string>& argv, int out_fd, int in_fd, int nul
   return pid;
 }
 
-std::optional<std::string> read_small_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
-  std::string out(4096, '\0');
-  in.read(out.data(), static_cast<std::streamsize>(out.size()));
-  if (in.bad()) return std::nullopt;
-  out.resize(static_cast<std::size_t>(in.gcount()));
-  return out;
-}
+// sysfs attributes are a page at most.
+std::optional<std::string> read_small_file(const std::filesystem::path& path) { return cli::read_small_file(path.string(), 4096); }
 
 // ---- NVML: the few prototypes kvplan calls (nvml.h, NVML API reference), declared here rather than vendored.
 using nvmlReturn_t = int;  // NVML_SUCCESS = 0

@@ -49,21 +49,8 @@ void for_each_line(std::string_view text, F f) {
 
 // Small procfs/sysfs files only; the cap keeps a surprising file from being read whole. Read in chunks: procfs
 // reports size 0, and a buffer of the cap's size would be zeroed on every call.
-std::optional<std::string> read_small_file(const std::string& path) {
-  constexpr std::size_t kCap = 1 << 20;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
-  std::string out;
-  std::array<char, 8192> chunk{};
-  while (out.size() < kCap) {
-    in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
-    const auto got = static_cast<std::size_t>(in.gcount());
-    out.append(chunk.data(), std::min(got, kCap - out.size()));
-    if (got < chunk.size()) break;
-  }
-  if (in.bad()) return std::nullopt;
-  return out;
-}
+// procfs and cgroup files: a megabyte is far past any of them.
+std::optional<std::string> read_small_file(const std::string& path) { return cli::read_small_file(path, 1 << 20); }
 
 // Outside the cgroup namespace the kernel writes "/../.."; such a path would lead out of /sys/fs/cgroup.
 bool leaves_root(std::string_view path) {
