@@ -355,7 +355,10 @@ Plan plan(const Catalog& catalog, const Request& request) {
     rank_options(s, sized, out);
     judge(s, out);
   }
-  if (s.request.suggest) out.suggestions = suggestions_for(s, out);
+  if (s.request.suggest) {
+    s.sized_memo.clear();  // every option is sized; the suggestions re-plan with their own (peak memory, not speed)
+    out.suggestions = suggestions_for(s, out);
+  }
   return out;
 }
 

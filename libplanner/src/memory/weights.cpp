@@ -292,21 +292,19 @@ struct WeightSums {
   Bytes dev = 0, dev_raw = 0, host = 0, host_raw = 0, largest_host_matrix = 0, lookup_host = 0;
   std::vector<Figure> per_device;
 
-  void add(int device, const Figure& f, std::int64_t nrows, bool token_embd) {
+  void add(int device, const SizedWeights::Part& t) {
     const bool gpu = device >= 0;
     Bytes& sum = gpu ? dev : host;
     Bytes& sum_raw = gpu ? dev_raw : host_raw;
-    sum = checked_add(sum, f.bytes, "weight bytes");
-    sum_raw = checked_add(sum_raw, f.unpadded, "weight bytes");
+    sum = checked_add(sum, gpu ? t.gpu : t.cpu, "weight bytes");
+    sum_raw = checked_add(sum_raw, gpu ? t.gpu_raw : t.cpu_raw, "weight bytes");
     if (gpu) {
       Figure& d = per_device[static_cast<size_t>(device)];
-      d.bytes = checked_add(d.bytes, f.bytes, "weight bytes");
-      d.unpadded = checked_add(d.unpadded, f.unpadded, "weight bytes");
+      d.bytes = checked_add(d.bytes, t.gpu, "weight bytes");
+      d.unpadded = checked_add(d.unpadded, t.gpu_raw, "weight bytes");
     }
-    // op offload (ggml-cuda ggml_backend_cuda_device_offload_op): host weights used in matmuls are
-    // copied into the GPU compute buffer for batches >= 32; token_embd is a get_rows, not a matmul.
-    if (!gpu && nrows > 1 && !token_embd) largest_host_matrix = std::max(largest_host_matrix, f.unpadded);
-    if (!gpu && token_embd) lookup_host += f.bytes;
+    if (!gpu) largest_host_matrix = std::max(largest_host_matrix, t.largest_cpu_matrix);
+    if (!gpu && t.token_embd) lookup_host += t.cpu;
   }
 };
 
@@ -360,21 +358,32 @@ SizedWeights sized_weights(const ModelSpec& m, const WeightFormat& format, const
   SizedWeights out;
   out.exact = !m.file_tensors.empty();
   auto keep = [&](int il, std::string_view base, bool on_host, const GgmlType& type, std::int64_t ne0, std::int64_t nrows, auto&& name) {
-    SizedWeights::Tensor t;
+    SizedWeights::Part t;
     t.il = il;
     t.expert = base.find("_exps") != std::string_view::npos;
     t.on_host = on_host;
     t.token_embd = il < 0 && base == "token_embd";
     t.tied_copy = base == kTiedOutputCopy;
-    t.nrows = nrows;
-    t.on_gpu = tensor_bytes(type, ne0, nrows, backend);
-    t.on_cpu = &backend == &cpu ? t.on_gpu : tensor_bytes(type, ne0, nrows, cpu);
-    if (names) t.name = name();
-    out.tensors.push_back(std::move(t));
+    const Figure on_gpu = tensor_bytes(type, ne0, nrows, backend);
+    const Figure on_cpu = &backend == &cpu ? on_gpu : tensor_bytes(type, ne0, nrows, cpu);
+    t.gpu = on_gpu.bytes, t.gpu_raw = on_gpu.unpadded, t.cpu = on_cpu.bytes, t.cpu_raw = on_cpu.unpadded;
+    // op offload (ggml-cuda ggml_backend_cuda_device_offload_op): host weights used in matmuls are copied into the
+    // GPU compute buffer for batches >= 32; token_embd is a get_rows, not a matmul.
+    if (nrows > 1 && !t.token_embd) t.largest_cpu_matrix = t.cpu_raw;
+    if (names) {
+      out.names.push_back(name());
+    } else if (!out.parts.empty() && il >= 0 && !on_host && out.parts.back().il == il && out.parts.back().expert == t.expert &&
+               !out.parts.back().on_host) {
+      SizedWeights::Part& run = out.parts.back();  // placed with the layer's other tensors of its kind
+      run.gpu = checked_add(run.gpu, t.gpu, "weight bytes"), run.gpu_raw = checked_add(run.gpu_raw, t.gpu_raw, "weight bytes");
+      run.cpu = checked_add(run.cpu, t.cpu, "weight bytes"), run.cpu_raw = checked_add(run.cpu_raw, t.cpu_raw, "weight bytes");
+      run.largest_cpu_matrix = std::max(run.largest_cpu_matrix, t.largest_cpu_matrix);
+      return;
+    }
+    out.parts.push_back(t);
   };
   if (out.exact) {
     const std::string field = "weights " + format.id;
-    out.tensors.reserve(m.file_tensors.size());
     for (const auto& t : m.file_tensors) {
       const int il = layer_of(t.name);
       // a file's names: "token_embd.weight" is the lookup table, "..._exps" the routed experts
@@ -385,7 +394,6 @@ SizedWeights sized_weights(const ModelSpec& m, const WeightFormat& format, const
   }
   if (format.base_type.empty()) throw InputError("--weights", format.id, "has no per-tensor recipe in data/weights; cannot size it");
   check_has_recipe(m, format);
-  out.tensors.reserve(static_cast<size_t>(std::max(0, m.layers)) * 24 + 4);
   RecipeTyper typer(m, format, engine);
   for_each_recipe_tensor(m, typer, [&](const RecipeTensor& t) {
     keep(t.il, t.base, t.on_host, t.type, t.ne0, t.nrows, [&] { return tensor_name(t); });
@@ -403,12 +411,13 @@ WeightBytes placed_weights(const SizedWeights& sized, const ModelSpec& m, const 
     if (!re->ok()) throw InputError("--override-tensor", pattern, "is not a valid regular expression (RE2 syntax): " + re->error());
     overrides.emplace_back(std::move(re), device);
   }
-  if (!overrides.empty() && !sized.tensors.empty() && sized.tensors.front().name.empty())
+  if (!overrides.empty() && sized.names.size() != sized.parts.size())
     throw std::logic_error("placed_weights: -ot patterns need the tensors' names (sized_weights with names)");
-  for (const auto& t : sized.tensors) {
-    const int device = device_of(t.on_host, t.il, t.expert, [&]() -> const std::string& { return t.name; }, placement, overrides);
+  for (size_t i = 0; i < sized.parts.size(); ++i) {
+    const SizedWeights::Part& t = sized.parts[i];
+    const int device = device_of(t.on_host, t.il, t.expert, [&]() -> const std::string& { return sized.names[i]; }, placement, overrides);
     if (t.tied_copy && !copy_allocated(device >= 0, backend, engine, m)) continue;
-    sums.add(device, device >= 0 ? t.on_gpu : t.on_cpu, t.nrows, t.token_embd);
+    sums.add(device, t);
   }
   WeightBytes out;
   out.largest_host_matrix = sums.largest_host_matrix;

@@ -5,20 +5,23 @@
 #include <string>
 #include <vector>
 
+#include "kvplan/plan.hpp"
+
 #include "kvplan/memory.hpp"
 
 namespace kvplan {
 
-// A format's tensors, each with its bytes in the GPU backend's buffer and in the CPU's (the padding differs).
+// A format's tensors with their bytes in the GPU backend's buffer and in the CPU's (the padding differs), a layer's
+// tensors that are always placed together (the same layer; routed experts or not) summed into one part.
 struct SizedWeights {
-  struct Tensor {
-    int il = -1;  // its repeating layer; -1 for token_embd, output and output_norm
+  struct Part {
+    int il = -1;  // its repeating layer; -1 for token_embd, output and output_norm (one tensor per part)
     bool expert = false, on_host = false, token_embd = false, tied_copy = false;
-    std::int64_t nrows = 0;
-    Figure on_gpu, on_cpu;
-    std::string name;  // only when sized with names (-ot patterns match names)
+    Bytes gpu = 0, gpu_raw = 0, cpu = 0, cpu_raw = 0;  // padded and unpadded, in each buffer
+    Bytes largest_cpu_matrix = 0;  // the biggest matmul weight of the part, unpadded (op offload copies it)
   };
-  std::vector<Tensor> tensors;
+  std::vector<Part> parts;
+  std::vector<std::string> names;  // sized with names (-ot patterns match names): one tensor per part, its name
   bool exact = false;  // a GGUF's own tensors (else llama-quantize's recipe: an estimate)
 };
 // The tensors of a per-tensor model (a GGUF's, or the recipe's); not for models sized from their parameter count.
