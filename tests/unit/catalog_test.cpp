@@ -354,21 +354,44 @@ TEST_CASE("'did you mean' for a model keeps its line, the nearest size and MoE f
 TEST_CASE("architectures llama.cpp loads but kvplan does not size are refused naming the architecture", "[catalog][issue16]") {
   Request r;
   r.gpu = "80GB";
-  r.model = "deepseek-v3.2";
+  auto spec = std::make_shared<ModelSpec>(kvtest::catalog().model("deepseek-v3"));
+  spec->arch = "plamo2";  // loaded by b10454, listed in unmodelled_archs
+  r.model = "plamo-2-8b.gguf";
+  r.model_spec = spec;
   try {
     plan(kvtest::catalog(), r);
-    FAIL("planned DeepSeek-V3.2 without its indexer cache");
+    FAIL("planned an architecture kvplan has no rules for");
   } catch (const InputError& e) {
+    INFO(e.what());
     CHECK(e.field() == "--model");
-    CHECK(std::string(e.what()).find("'deepseek32'") != std::string::npos);
-    CHECK(std::string(e.what()).find("indexer") != std::string::npos);
+    CHECK(std::string(e.what()).find("'plamo2'") != std::string::npos);
+    CHECK(std::string(e.what()).find("hybrid") != std::string::npos);
   }
   // loaded by b10454 and checked by tests/validation (gemma4-tiny, nemotron_h_moe-tiny, falcon-h1-tiny): sized
-  for (const char* arch : {"glm4moe", "qwen35", "qwen35moe", "nemotron_h", "gemma4", "nemotron_h_moe", "falcon-h1"}) {
+  for (const char* arch : {"glm4moe", "qwen35", "qwen35moe", "nemotron_h", "gemma4", "nemotron_h_moe", "falcon-h1", "deepseek32"}) {
     INFO(arch);
     CHECK(kvtest::engine().arch(arch) != nullptr);
     CHECK(kvtest::engine().unmodelled_archs.count(arch) == 0);
   }
+}
+
+// DeepSeek-V3.2 (DSA): the MLA latent (512 + 64) and, in a second cache of the same cells and type_k, the lightning
+// indexer's one 128-wide key per layer and token (src/llama-kv-cache-dsa.cpp); both in k_cache, no V. By hand from
+// the entry's config (deepseek-ai/DeepSeek-V3.2-Exp inference/model.py index_head_dim 128).
+TEST_CASE("issue 16: DeepSeek-V3.2's K cache holds the MLA latent and the indexer keys", "[catalog][issue16]") {
+  const std::int64_t n = 4096;
+  CHECK(kv_bytes_4096("deepseek-v3.2-exp") == 61LL * (576 + 128) * 2 * n);
+  CHECK(kv_bytes_4096("deepseek-v3.2-exp") - kv_bytes_4096("deepseek-v3.1") == 61LL * 128 * 2 * n);
+  // q8_0: 34 bytes per 32 elements, in both caches
+  const ModelSpec& m = kvtest::catalog().model("deepseek-v3.2-exp");
+  const auto s = context_shape(m, kvtest::engine(), 4096, 1, false, 512, 2048, false);
+  const auto kv = kv_cache_bytes(m, kvtest::engine(), s, kvtest::type("q8_0"), kvtest::type("q8_0"), true, kvtest::cuda());
+  CHECK(kv.k.unpadded == 61LL * (576 + 128) / 32 * 34 * n);
+  CHECK(kv.v.unpadded == 0);
+  Request r;
+  r.gpu = "80GB";
+  r.model = "deepseek-v3.2";  // planned now, not refused
+  CHECK_NOTHROW(plan(kvtest::catalog(), r));
 }
 
 // Hybrids: f16 KV of the attention layers at 4096 tokens and the f32 recurrent state of one sequence, by hand from the

@@ -199,6 +199,60 @@ TEST_CASE("MLA GGUF: one 576-wide latent K per layer and no V (PR #19067; docs/f
   fs::remove(path);
 }
 
+// DeepSeek-V3.2 (b10454 src/models/deepseek32.cpp, src/llama-kv-cache-dsa.cpp): the MLA latent plus, in a second cache of
+// the same cells and type_k, one indexer key of attention.indexer.key_length per layer; the three indexer keys are
+// required, the indexer head must hold the rope part, and the architecture runs only as MLA.
+TEST_CASE("DSA GGUF: the lightning indexer's keys beside the MLA latent, in K") {
+  auto write = [](const std::string& path, bool mla, int key_length, bool top_k) {
+    kvtest::GgufBuilder g;
+    g.str("general.architecture", "deepseek32");
+    g.u32("deepseek32.block_count", 4);
+    g.u32("deepseek32.embedding_length", 1024);
+    g.u32("deepseek32.attention.head_count", 8);
+    g.u32("deepseek32.attention.head_count_kv", 1);
+    g.u32("deepseek32.attention.key_length", 576);
+    g.u32("deepseek32.attention.value_length", 512);
+    if (mla) {
+      g.u32("deepseek32.attention.key_length_mla", 192);
+      g.u32("deepseek32.attention.value_length_mla", 128);
+    }
+    g.u32("deepseek32.attention.kv_lora_rank", 512);
+    g.u32("deepseek32.rope.dimension_count", 64);
+    g.u32("deepseek32.attention.indexer.head_count", 16);
+    g.u32("deepseek32.attention.indexer.key_length", key_length);
+    if (top_k) g.u32("deepseek32.attention.indexer.top_k", 2048);
+    g.u32("deepseek32.context_length", 163840);
+    g.tensor("token_embd.weight", F16, {1024, 1000}, 1024 * 1000 * 2);
+    g.write(path);
+  };
+  const std::string path = temp("dsa.gguf");
+  write(path, true, 128, true);
+  const auto spec = load_model_file(path, kvtest::catalog());
+  REQUIRE(spec->mla);
+  CHECK(spec->mla->indexer_key_length == 128);
+  CHECK(spec->mla->indexer_heads == 16);
+  CHECK(spec->mla->indexer_top_k == 2048);
+  const auto s = context_shape(*spec, kvtest::engine(), 8192, 2, false, 512, 2048, false);  // 2 streams of 4096 cells
+  REQUIRE(s.n_ctx_seq == 4096);
+  const auto kv = kv_cache_bytes(*spec, kvtest::engine(), s, kvtest::type("f16"), kvtest::type("f16"), true, kvtest::cuda());
+  CHECK(kv.k.bytes == 4LL * 2 * 4096 * (576 + 128) * 2);
+  CHECK(kv.v.bytes == 0);
+  const auto q4 = kv_cache_bytes(*spec, kvtest::engine(), s, kvtest::type("q4_0"), kvtest::type("q4_0"), true, kvtest::cuda());
+  CHECK(q4.k.unpadded == 4LL * 2 * 4096 * (576 + 128) / 32 * 18);  // both caches in type_k
+  for (auto [mla, key_length, top_k, field] : {std::tuple{false, 128, true, "key_length_mla"}, std::tuple{true, 32, true, "indexer.key_length"},
+                                               std::tuple{true, 128, false, "indexer.top_k"}}) {
+    INFO(field);
+    write(path, mla, key_length, top_k);
+    try {
+      load_model_file(path, kvtest::catalog());
+      FAIL("loaded a deepseek32 GGUF llama.cpp refuses");
+    } catch (const InputError& e) {
+      CHECK(e.value().find(field) != std::string::npos);  // the GGUF key; the field is the file
+    }
+  }
+  fs::remove(path);
+}
+
 TEST_CASE("recurrent state: f32 per sequence, independent of context (src/llama-memory-recurrent.cpp; docs/formulas.md §2)") {
   // A Qwen3-Next-shaped hybrid: 48 layers, attention every 4th (12 layers, 2 KV heads × 256),
   // 36 gated delta-net layers with d_conv 4, d_inner 4096, d_state 128, n_group 16.
@@ -388,6 +442,28 @@ TEST_CASE("config.json input: fields used and assumed are reported") {
   const auto gs = context_shape(*glm, kvtest::engine(), 4096, 1, false, 512, 2048, false);
   const auto gkv = kv_cache_bytes(*glm, kvtest::engine(), gs, kvtest::type("f16"), kvtest::type("f16"), true, kvtest::cuda());
   CHECK(gkv.k.bytes + gkv.v.bytes == 47LL * 8 * 128 * 2 * 2 * 4096);
+  // DeepSeek-V3.2's shapes (data/models/deepseek.yaml IDX and MAX sources): 61 layers + the NextN block, which
+  // conversion/deepseek.py DeepseekV32Model appends; neither cached nor loaded (deepseek32.cpp, create_memory filters)
+  std::ofstream(dir / "config.json") << R"({"model_type": "deepseek_v32", "num_hidden_layers": 61, "num_nextn_predict_layers": 1,
+    "hidden_size": 7168, "num_attention_heads": 128, "num_key_value_heads": 128, "intermediate_size": 18432,
+    "moe_intermediate_size": 2048, "n_routed_experts": 256, "num_experts_per_tok": 8, "n_shared_experts": 1,
+    "first_k_dense_replace": 3, "q_lora_rank": 1536, "kv_lora_rank": 512, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64,
+    "v_head_dim": 128, "index_n_heads": 64, "index_head_dim": 128, "index_topk": 2048, "vocab_size": 129280,
+    "max_position_embeddings": 163840, "tie_word_embeddings": false, "torch_dtype": "bfloat16"})";
+  // MLA models take the parameter count from the safetensors index (here the V3.2 entry's 671,877,944,064 in bf16)
+  std::ofstream(dir / "model.safetensors.index.json") << R"({"metadata": {"total_size": 1343755888128}, "weight_map": {}})";
+  const auto dsa = load_model_file(dir.string(), kvtest::catalog());
+  fs::remove(dir / "model.safetensors.index.json");
+  CHECK(dsa->params == 671877944064LL);
+  CHECK(dsa->arch == "deepseek32");
+  CHECK(dsa->layers == 62);
+  CHECK(dsa->mtp_layers == 1);
+  REQUIRE(dsa->mla);
+  CHECK(dsa->mla->indexer_key_length == 128);
+  const auto ds = context_shape(*dsa, kvtest::engine(), 4096, 1, false, 512, 2048, false);
+  const auto dkv = kv_cache_bytes(*dsa, kvtest::engine(), ds, kvtest::type("f16"), kvtest::type("f16"), true, kvtest::cuda());
+  CHECK(dkv.k.bytes == 61LL * 4096 * (576 + 128) * 2);
+  CHECK(dkv.v.bytes == 0);
   std::ofstream(dir / "config.json") << R"({"model_type": "qwen2", "num_hidden_layers": )";
   CHECK_THROWS_AS(load_model_file(dir.string(), kvtest::catalog()), InputError);
   std::ofstream(dir / "config.json") << R"({"model_type": "bert"})";

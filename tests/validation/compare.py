@@ -92,9 +92,11 @@ def kvplan_predict(kvplan: Path, model_path: Path, cfg: sweep.Config) -> dict:
 
 def measured_components(row: dict) -> dict:
     kv, swa, st = row.get("kv") or {}, row.get("swa") or {}, row.get("state") or {}
+    # kvplan's k_cache holds DeepSeek-V3.2's indexer keys too (the engine's memory breakdown sums both caches)
+    indexer = row.get("indexer") or {}
     return {
         "weights": row["weights"]["model_bytes"],
-        "k": kv.get("k_bytes", 0), "v": kv.get("v_bytes", 0),
+        "k": kv.get("k_bytes", 0) + indexer.get("k_bytes", 0), "v": kv.get("v_bytes", 0),
         "swa_k": swa.get("k_bytes", 0), "swa_v": swa.get("v_bytes", 0),
         "state": st.get("bytes", 0),
         "output": row.get("output") or 0,
@@ -149,6 +151,7 @@ def compare_row(row: dict, pred: dict) -> dict:
         out["misses"].append("fits")
     # the measurement's own consistency (exact bytes vs llama.cpp's logged MiB and its breakdown)
     checks = [(row.get("kv") or {}).get("log_consistent", True), (row.get("swa") or {}).get("log_consistent", True),
+              (row.get("indexer") or {}).get("log_consistent", True),
               (row.get("state") or {}).get("log_consistent", True), row.get("context_consistent", True),
               row.get("compute_log_consistent", True)]
     if not all(checks):

@@ -318,7 +318,7 @@ def deepseek32_tiny() -> Model:
     (src/models/deepseek32.cpp load_arch_tensors: indexer.k_norm weight and bias, indexer.proj, indexer.attn_k,
     indexer.attn_q_b; load_arch_hparams: attention.indexer.head_count / key_length / top_k required), whose keys
     llama-kv-cache-dsa.cpp caches in a second cache of one head of key_length."""
-    m = Model("deepseek32-tiny", "deepseek32", sweep.PENDING_FAMILIES["deepseek32-tiny"], n_vocab=1000)
+    m = Model("deepseek32-tiny", "deepseek32", sweep.FAMILIES["deepseek32-tiny"], n_vocab=1000)
     return _deepseek_mla(m, (4, 64, 256))
 
 
@@ -759,12 +759,13 @@ def falcon_h1_tiny() -> Model:
 # --- Gemma 4 (gemma4): per-layer sliding pattern and head sizes, trailing layers reuse earlier caches -------------
 
 
-def gemma4_tiny() -> Model:
+def _gemma4(m: Model, ple: int) -> Model:
     """Gemma 4 (dense): sliding_window_pattern written per layer (sliding, sliding, sliding, full, sliding, full),
     head size 128 on full and 64 on sliding layers (key_length_swa), shared_kv_layers 2 (src/models/gemma4.cpp:
     n_layer_kv_from_start = n_layer - 2; layer 4 reuses layer 2's sliding cache, layer 5 layer 3's full one, as
-    create_memory's reuse callback says), no per-layer input embeddings (embedding_length_per_layer_input 0)."""
-    m = Model("gemma4-tiny", "gemma4", sweep.FAMILIES["gemma4-tiny"], n_vocab=1000)
+    create_memory's reuse callback says); with `ple` > 0 the per-layer input embeddings of E2B/E4B
+    (embedding_length_per_layer_input; load_arch_tensors: per_layer_token_embd, per_layer_model_proj,
+    per_layer_proj_norm, and inp_gate, proj, post_norm in every layer)."""
     E, F, H, HKV, D, DSWA = 256, 512, 4, 2, 128, 64
     pattern = [True, True, True, False, True, False]
     L, SHARED = len(pattern), 2
@@ -776,8 +777,12 @@ def gemma4_tiny() -> Model:
     m.meta("add_sliding_window_pattern", pattern)
     m.meta("add_rope_freq_base_swa", 10000.0)
     m.meta("add_shared_kv_layers", SHARED)
-    m.meta("add_embedding_length_per_layer_input", 0)
+    m.meta("add_embedding_length_per_layer_input", ple)
     embeddings(m, E, embd_type=Q.Q8_0, output_type=None)
+    if ple:
+        m.add("per_layer_token_embd.weight", (ple * L, m.n_vocab), Q.Q8_0)
+        m.add("per_layer_model_proj.weight", (E, ple * L), Q.Q8_0)
+        m.add("per_layer_proj_norm.weight", (ple,))
     m.add("rope_freqs.weight", (D // 2,))
     for i, swa in enumerate(pattern):
         hd = DSWA if swa else D
@@ -793,7 +798,21 @@ def gemma4_tiny() -> Model:
         m.add(f"blk.{i}.ffn_norm.weight", (E,))
         dense_ffn(m, i, E, F, Q.Q4_0)
         m.add(f"blk.{i}.post_ffw_norm.weight", (E,))
+        if ple:
+            m.add(f"blk.{i}.inp_gate.weight", (E, ple), Q.Q8_0)
+            m.add(f"blk.{i}.proj.weight", (ple, E), Q.Q8_0)
+            m.add(f"blk.{i}.post_norm.weight", (E,))
     return m
+
+
+def gemma4_tiny() -> Model:
+    """Gemma 4 as the 26B-A4B and 31B have it: no per-layer input embeddings (embedding_length_per_layer_input 0)."""
+    return _gemma4(Model("gemma4-tiny", "gemma4", sweep.FAMILIES["gemma4-tiny"], n_vocab=1000), 0)
+
+
+def gemma4_e_tiny() -> Model:
+    """Gemma 4 as E2B/E4B have it: per-layer input embeddings of 64 per layer."""
+    return _gemma4(Model("gemma4-e-tiny", "gemma4", sweep.FAMILIES["gemma4-e-tiny"], n_vocab=1000), 64)
 
 
 MODELS: dict[str, Callable[[], Model]] = {
@@ -816,12 +835,12 @@ MODELS: dict[str, Callable[[], Model]] = {
     "nemotron_h_moe-tiny": nemotron_h_moe_tiny,
     "falcon-h1-tiny": falcon_h1_tiny,
     "gemma4-tiny": gemma4_tiny,
+    "deepseek32-tiny": deepseek32_tiny,
+    "gemma4-e-tiny": gemma4_e_tiny,
 }
 
 # Architectures kvplan still refuses (sweep.PENDING_FAMILIES): written only when named with --only.
-PENDING: dict[str, Callable[[], Model]] = {
-    "deepseek32-tiny": deepseek32_tiny,
-}
+PENDING: dict[str, Callable[[], Model]] = {}
 
 
 # --------------------------------------------------------------------------------------------------

@@ -203,7 +203,10 @@ def interpret_context(records: list[dict], breakdown: list[dict], log: list[str]
     iswa = [RE_ISWA.search(line) for line in log]
     iswa = [m.group(1) for m in iswa if m]
 
-    out: dict = {"kv": None, "swa": None, "state": None, "log": {}}
+    # DeepSeek-V3.2's llama_kv_cache_dsa (src/llama-kv-cache-dsa.cpp) creates the MLA cache, then a second one for the
+    # lightning indexer's keys: its buffer is the "indexer" row, not the main cache's
+    dsa = any("creating indexer KV cache" in line for line in log)
+    out: dict = {"kv": None, "swa": None, "state": None, "indexer": None, "log": {}}
     # attach each size line to a cache; size lines with 0 layers have no buffer
     kinds = iswa if iswa else ["full"] * len(size_lines)
     buf_iter = iter(caches)
@@ -225,7 +228,8 @@ def interpret_context(records: list[dict], breakdown: list[dict], log: list[str]
         cache["log_consistent"] = (abs(k["bytes"] / MIB - entry["k_mib"]) <= 0.006
                                    and abs(v["bytes"] / MIB - entry["v_mib"]) <= 0.006
                                    and cache["cells"] == entry["cells"] and len(k["layers"]) == layers)
-        out["swa" if entry["kind"] == "swa" else "kv"] = cache
+        slot = "swa" if entry["kind"] == "swa" else ("indexer" if dsa and out["kv"] else "kv")
+        out[slot] = cache
     if len(caches) != sum(1 for e in log_kv if e["layers"] > 0):
         raise RuntimeError(f"{len(caches)} KV buffers for {len(log_kv)} llama_kv_cache size lines")
 
@@ -261,7 +265,7 @@ def interpret_context(records: list[dict], breakdown: list[dict], log: list[str]
             cparams[m.group(1)] = m.group(2)
     out["log"] = {"kv_caches": log_kv, "buffers_mib": bufs, "cparams": cparams,
                   "rs": [m.group(0) for m in rs_lines]}
-    kv_sum = sum((c or {}).get("buffer_bytes", 0) for c in (out["kv"], out["swa"])) + \
+    kv_sum = sum((c or {}).get("buffer_bytes", 0) for c in (out["kv"], out["swa"], out["indexer"])) + \
         ((out["state"] or {}).get("buffer_bytes", 0))
     out["context_consistent"] = kv_sum == out["context"]
     logged = bufs.get("compute", [])

@@ -38,6 +38,9 @@ struct Mla {
   int v_head_dim = 0;   // (legacy MHA cache only)
   int q_lora_rank = 0;  // 0: the query is projected directly (DeepSeek-V2-Lite); else through a q_lora_rank bottleneck
   bool legacy = false;  // a GGUF converted without MLA metadata: llama.cpp caches full MHA K and V
+  // DeepSeek Sparse Attention (DeepSeek-V3.2, arch deepseek32): the lightning indexer of every layer, its query heads,
+  // key length and how many cached tokens it keeps (GGUF attention.indexer.*; config.json index_*). 0: no indexer.
+  int indexer_heads = 0, indexer_key_length = 0, indexer_top_k = 0;
 };
 
 // Recurrent state (llama-memory-recurrent.cpp): f32 per sequence, independent of context.
@@ -94,6 +97,8 @@ struct ModelSpec {
   std::vector<int> sliding_layers;      // GGUF sliding_window_pattern arrays (1 = sliding); empty: swa.pattern
   int head_dim_k_swa = 0, head_dim_v_swa = 0;  // per-layer head sizes of sliding layers (0: same as full)
   int shared_kv_from = 0;               // Gemma 3n n_layer_kv_from_start: later layers reuse a cache
+  int per_layer_embd = 0;               // Gemma 4 E2B/E4B per-layer input width per layer (GGUF
+                                        // embedding_length_per_layer_input, config hidden_size_per_layer_input; 0: none)
   // Trailing NextN/MTP blocks (GGUF nextn_predict_layers) that the main context neither loads nor caches: b10454
   // skips their tensors without load_mtp and create_memory's filters keep il < n_layer() (Qwen3-Next, Qwen3.5/3.6).
   // They still count in `layers` (n_layer_all), which -ngl placement counts.
@@ -258,6 +263,7 @@ struct EngineSpec {
     int per_layer_input = 0;          // per-layer input width per layer (Gemma 3n n_embd_altup; 0: none)
     int altup = 0;                    // AltUp streams of the hidden state (Gemma 3n n_altup; 0: none)
     bool mtp_skipped = false;         // trailing nextn_predict_layers blocks are neither loaded nor cached (Qwen3-Next/3.5)
+    bool dsa_indexer = false;         // MLA plus the DSA lightning indexer and its own key cache (deepseek32)
     std::string family;
   };
   std::map<std::string, ArchRule> archs;                 // architectures kvplan sizes

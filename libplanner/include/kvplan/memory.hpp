@@ -37,6 +37,7 @@ struct LayerCache {
   LayerKind kind = LayerKind::full;
   std::int64_t k_width = 0;  // n_embd_k_gqa(il)
   std::int64_t v_width = 0;  // n_embd_v_gqa(il); 0 when the layer has no V (MLA V-less cache)
+  std::int64_t idx_width = 0;  // the DSA lightning indexer's key row (one head of indexer key length, type_k), 0 without
   std::int64_t r_width = 0, s_width = 0;  // recurrent state per sequence, f32 elements
   int head_k = 0, head_v = 0;                // n_embd_head_k(il), n_embd_head_v(il); head_v 0 for MLA
 };

@@ -21,7 +21,8 @@ namespace {
 
 KVPLAN_IMAGE_FIELDS(RopeScaling, x.type, x.factor, x.orig_ctx)
 KVPLAN_IMAGE_FIELDS(SlidingWindow, x.window, x.pattern, x.chunked)
-KVPLAN_IMAGE_FIELDS(Mla, x.kv_lora_rank, x.rope_dim, x.nope_dim, x.v_head_dim, x.q_lora_rank, x.legacy)
+KVPLAN_IMAGE_FIELDS(Mla, x.kv_lora_rank, x.rope_dim, x.nope_dim, x.v_head_dim, x.q_lora_rank, x.legacy, x.indexer_heads,
+                    x.indexer_key_length, x.indexer_top_k)
 KVPLAN_IMAGE_FIELDS(Recurrent, x.kind, x.d_conv, x.d_inner, x.d_state, x.n_group, x.dt_rank, x.head_size, x.token_shift_count,
                     x.l_cache, x.attention_every, x.attention_offset, x.attention_layers, x.ffn_only_layers, x.parallel)
 KVPLAN_IMAGE_FIELDS(WeightTensor, x.name, x.type, x.ne0, x.nrows, x.on_host)
@@ -31,7 +32,7 @@ KVPLAN_IMAGE_FIELDS(ModelSpec, x.id, x.name, x.hf_id, x.arch, x.family, x.source
                     x.heads, x.kv_heads, x.head_dim_k, x.head_dim_v, x.ff, x.vocab, x.tied_embeddings, x.qkv_bias, x.qk_norm,
                     x.post_norms, x.attn_sinks, x.rope, x.ctx_native, x.ctx_extended, x.rope_scaling, x.swa, x.moe, x.mla,
                     x.recurrent, x.kv_heads_per_layer, x.sliding_layers, x.head_dim_k_swa, x.head_dim_v_swa, x.shared_kv_from,
-                    x.mtp_layers, x.native_expert_type, x.file_tensors, x.file_format, x.file_quant_label, x.file_paths,
+                    x.per_layer_embd, x.mtp_layers, x.native_expert_type, x.file_tensors, x.file_format, x.file_quant_label, x.file_paths,
                     x.fields_used, x.fields_assumed, x.remote)
 KVPLAN_IMAGE_FIELDS(GpuSpec, x.id, x.name, x.vendor, x.backend, x.memory_kind, x.total_source, x.compute_capability, x.arch,
                     x.source, x.aliases, x.total_mib, x.working_set_mib, x.bandwidth_gbs, x.fp16_tflops)
@@ -45,7 +46,7 @@ KVPLAN_IMAGE_FIELDS(BuildRule, x.rule, x.value, x.source, x.from_build, x.until_
 KVPLAN_IMAGE_FIELDS(EngineSpec::ArchRule, x.swa_pattern, x.chunked, x.window_fixed, x.mla, x.recurrent, x.attention,
                     x.attention_interval, x.gated_query, x.graph, x.moe_gating, x.shared_expert_gate, x.outputs_after_norm,
                     x.rope_switch_key, x.residual_scale, x.nextn_skipped, x.tied_output_copy, x.kv_from_start,
-                    x.per_layer_input, x.altup, x.mtp_skipped, x.family)
+                    x.per_layer_input, x.altup, x.mtp_skipped, x.dsa_indexer, x.family)
 KVPLAN_IMAGE_FIELDS(EngineSpec::ServerFlag, x.names, x.values, x.kept, x.reason)
 KVPLAN_IMAGE_FIELDS(EngineSpec, x.id, x.name, x.build_name, x.build_source, x.vendored_by, x.build, x.ggml_types, x.archs,
                     x.unmodelled_archs, x.cache_types, x.cache_types_offered, x.quant_fallback, x.ctx_pad,

@@ -241,6 +241,9 @@ ModelSpec read_model(const Reader& r) {
   m.head_dim_k_swa = r.get<int>("head_dim_swa", 0);
   m.head_dim_v_swa = r.get<int>("head_dim_v_swa", m.head_dim_k_swa);
   m.shared_kv_from = r.get<int>("shared_kv_from", 0);
+  m.per_layer_embd = r.get<int>("per_layer_embd", 0);
+  if (m.per_layer_embd < 0 || m.per_layer_embd > (1 << 16))
+    throw InputError(r.location("per_layer_embd"), std::to_string(m.per_layer_embd), "'" + m.id + "' per_layer_embd must be 0..65536");
   m.mtp_layers = r.get<int>("mtp_layers", 0);
   if (m.mtp_layers < 0 || m.mtp_layers >= m.layers)
     throw InputError(r.location("mtp_layers"), std::to_string(m.mtp_layers), "'" + m.id + "' mtp_layers must be 0 or more and below layers");
@@ -256,6 +259,9 @@ ModelSpec read_model(const Reader& r) {
     mla.v_head_dim = (*n)["v_head_dim"] ? r.convert<int>("mla.v_head_dim", (*n)["v_head_dim"]) : 0;
     mla.legacy = (*n)["legacy"] && r.convert<bool>("mla.legacy", (*n)["legacy"]);
     mla.q_lora_rank = (*n)["q_lora_rank"] ? r.convert<int>("mla.q_lora_rank", (*n)["q_lora_rank"]) : 0;
+    for (auto [key, field] : {std::pair{"indexer_heads", &mla.indexer_heads}, std::pair{"indexer_key_length", &mla.indexer_key_length},
+                              std::pair{"indexer_top_k", &mla.indexer_top_k}})
+      if ((*n)[key]) *field = r.convert<int>(std::string("mla.") + key, (*n)[key]);
     m.mla = mla;
   }
   if (const auto* n = r.map_node("recurrent")) {
@@ -401,6 +407,7 @@ EngineSpec read_engine(const Reader& r) {
       for (const char* key : {"kv_from_start", "per_layer_input", "altup"})
         if (a[key]) r.range("archs", num(key), 1, 1 << 16, "archs." + name + "." + key);
       rule.mtp_skipped = a["mtp_skipped"] && r.convert<bool>("archs." + name + ".mtp_skipped", a["mtp_skipped"]);
+      rule.dsa_indexer = a["dsa_indexer"] && r.convert<bool>("archs." + name + ".dsa_indexer", a["dsa_indexer"]);
       if (!rule.moe_gating.empty() && rule.moe_gating != "softmax" && rule.moe_gating != "topk_softmax" &&
           rule.moe_gating != "sigmoid_bias")
         throw InputError(r.location("archs", a["moe_gating"]) + " archs." + name + ".moe_gating", rule.moe_gating, "is not an expert gating",
@@ -846,7 +853,8 @@ std::vector<T> read_all(const Sources& s, const std::string& collection, F read)
       {"models", {"id", "name", "hf_id", "aliases", "arch", "family", "params", "layers", "embd", "heads", "kv_heads", "head_dim",
                   "head_dim_v", "ff", "vocab", "tied_embeddings", "qkv_bias", "qk_norm", "post_norms", "attn_sinks", "rope", "ctx_native",
                   "ctx_extended", "rope_scaling", "swa", "moe", "mla", "recurrent", "kv_heads_per_layer", "sliding_layers",
-                  "head_dim_swa", "head_dim_v_swa", "shared_kv_from", "mtp_layers", "native_expert_type", "license", "license_source",
+                  "head_dim_swa", "head_dim_v_swa", "shared_kv_from", "per_layer_embd", "mtp_layers", "native_expert_type", "license",
+                  "license_source",
                   "source", "note"}},
       {"licenses", {"id", "name", "hub", "osi", "source"}},
       {"gpus", {"id", "name", "aliases", "vendor", "backend", "memory", "total_mib", "total_source", "working_set_mib",

@@ -40,6 +40,19 @@ RuntimeTokens runtime_tokens(const RuntimeProfile& rt, const ModelSpec& m, int l
   return t;
 }
 
+namespace {
+// Bytes per element of DeepSeek-V3.2's lightning-indexer key cache. vLLM and SGLang run DeepSeek's FP8 indexer kernels,
+// which keep the keys as float8 with one float32 scale per 128 elements whatever the KV cache dtype
+// (deepseek-ai/DeepSeek-V3.2-Exp @6d8cb70d inference/model.py Indexer: k_cache float8_e4m3fn [.., index_head_dim],
+// k_scale_cache float32 [.., index_head_dim // 128]): 132 B per layer and token at index_head_dim 128, as SGLang's
+// 'KV size: 18.68 GB' over 256000 tokens shows (tests/validation/serving_logs/sglang-ktransformers1969-deepseek-v32.yaml:
+// 8,078 B per token above the MLA latent's 70,272 over 61 layers). Other engines: the K cache's type (not measured).
+double indexer_key_bytes(const RuntimeProfile& rt, const RuntimeCacheType& tk) {
+  if (rt.kind == "vllm" || rt.kind == "sglang") return 1.0 + 4.0 / 128;
+  return tk.k_bytes;
+}
+}  // namespace
+
 KvCacheBytes runtime_kv_bytes(const RuntimeProfile& rt, const ModelSpec& m, const EngineSpec& arch_rules, const RuntimeCacheType& tk,
                               const RuntimeCacheType& tv, int len, int sequences, int activation_tokens, int tp, int first_layer,
                               int end_layer) {
@@ -59,6 +72,7 @@ KvCacheBytes runtime_kv_bytes(const RuntimeProfile& rt, const ModelSpec& m, cons
         const double n = static_cast<double>(swa ? tokens.sliding : tokens.full) * seqs * share;
         add(swa ? out.swa_k : out.k, static_cast<double>(c.k_width) * n * tk.k_bytes);
         if (c.v_width > 0) add(swa ? out.swa_v : out.v, static_cast<double>(c.v_width) * n * tv.v_bytes);
+        if (c.idx_width > 0) add(out.k, static_cast<double>(c.idx_width) * n * indexer_key_bytes(rt, tk));
         break;
       }
       case LayerKind::recurrent:  // conv state in the model dtype, SSM state in f32 (an estimate per engine)

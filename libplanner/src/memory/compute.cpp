@@ -40,6 +40,37 @@ double rotation_inputs(const ModelSpec& m, const EngineSpec& engine, const std::
   }
   return bytes;
 }
+
+// DeepSeek Sparse Attention (deepseek32): the lightning indexer's rotation input, which the indexer cache always has
+// (src/llama-kv-cache.cpp constructor: attn_rot_k forced on for the DSA indexer, whatever type_k), and its f32
+// nrot x nrot size from the indexer key length (build_input_k_rot).
+double indexer_rotation_input(const ModelSpec& m) {
+  if (!m.mla || m.mla->indexer_key_length <= 0) return 0;
+  const int nrot = kv_rotation_size(m.mla->indexer_key_length);
+  return 4.0 * nrot * nrot;
+}
+
+// The indexer's live tensors while a layer attends (src/models/deepseek32.cpp, then llama-graph.cpp build_attn with
+// top_k): per KV cell and ubatch token its f32 scores, freed once top-k has read them, then the MLA mask filled with
+// -inf and its sum with the causal mask (each of the KQ mask's type) in their place; per token the top-k indices, their
+// contiguous copy and the f32 zeros set_rows writes (min(top_k, n_kv) each). Where the backend lacks
+// ggml_lightning_indexer (no GGML_OP_LIGHTNING_INDEXER in ggml-vulkan.cpp at b10454: llama-context.cpp's probe turns
+// fused_lid off) the unfused path also keeps the per-head product indexer_kq and its permuted copy, f32 per indexer head.
+// tests/validation deepseek32-tiny: 6.885 B per cell and token over deepseek2-tiny's buffer at 4096 cells, ubatch 512,
+// flash attention on; this term with the f16 indexer mask below gives 6.75.
+double indexer_bytes(const ModelSpec& m, const BackendSpec& backend, double mask_bytes, double n_kv, double ub) {
+  if (!m.mla || m.mla->indexer_key_length <= 0) return 0;
+  const bool fused = backend.id != "vulkan";
+  const double per_cell = std::max(4.0, 2 * mask_bytes) + (fused ? 0 : 2.0 * 4 * m.mla->indexer_heads);
+  const double top_k = std::min<double>(m.mla->indexer_top_k, n_kv);
+  return n_kv * ub * per_cell + top_k * ub * 4 * 3;
+}
+// The indexer's own KQ mask, a graph input: f16 when the fused indexer runs, f32 otherwise (llama-graph.cpp
+// build_attn_inp_k_dsa passes flash_attn = fused_lid to build_attn_inp_kq_mask).
+double indexer_mask_bytes(const ModelSpec& m, const BackendSpec& backend) {
+  if (!m.mla || m.mla->indexer_key_length <= 0) return 0;
+  return backend.id != "vulkan" ? 2 : 4;
+}
 // How the scheduler places the reserve graph on this backend (transformer_graph.hpp GraphTarget); nullopt where
 // kvplan has no graph placement for it (a CPU part of a split without the output keeps the closed forms).
 std::optional<GraphTarget> graph_target(const BackendSpec& backend, bool holds_output) {
@@ -136,9 +167,16 @@ ComputeBytes compute_bytes(const std::vector<LayerCache>& layers, const ModelSpe
   // live through every layer beside the n_altup AltUp streams and their predictions and corrections (4 · n_altup
   // n_embd rows). Measured on tests/validation gemma3n-tiny (CPU): 4 · P + n_embd + 12 floats per token with FA,
   // KQ + P + 15 · n_embd + 8 without (P = 256 · 22).
-  const double per_layer = arch && arch->per_layer_input > 0 ? static_cast<double>(arch->per_layer_input) * m.layers : 0;
+  // Gemma 4 E2B/E4B (src/models/gemma4.cpp build_inp_per_layer, project_per_layer_inputs) build the same per-layer
+  // inputs from the file's embedding_length_per_layer_input (P = that width · n_layer) without AltUp; their permuted
+  // copy, which every layer slices, stays live beside each layer's own tensors (ple_live). Measured on tests/validation
+  // gemma4-e-tiny (P = 64 · 6) over gemma4-tiny: 2 · P + 1 floats per token with FA, P + n_embd + 1 without.
+  const int per_layer_width = arch && arch->per_layer_input > 0 ? arch->per_layer_input : m.per_layer_embd;
+  const double per_layer = static_cast<double>(per_layer_width) * m.layers;
   const double per_layer_start = per_layer > 0 ? (4 * per_layer + m.embd) * ub * 4 : 0;
-  const double layer_live = std::max(small, per_layer > 0 ? (per_layer + 4.0 * std::max(1, arch->altup) * m.embd) * ub * 4 : 0.0);
+  const bool altup_model = arch && arch->altup > 0;
+  const double layer_live = std::max(small, altup_model ? (per_layer + 4.0 * arch->altup * m.embd) * ub * 4 : 0.0);
+  const double ple_live = altup_model ? 0 : per_layer * ub * 4;
   // The reserve graph computes logits for min(n_tokens, n_outputs_max) rows (llama-context.cpp graph_reserve
   // callers): every ubatch token for a library context, n_parallel · (1 + n_draft) for llama-server.
   const double rows = s.n_outputs > 0 ? std::min<double>(s.n_outputs, ub) : ub;
@@ -158,8 +196,12 @@ ComputeBytes compute_bytes(const std::vector<LayerCache>& layers, const ModelSpe
     const double v_cont = mla_v_view > 0 ? n_kv * s.n_stream * mla_v_view * (type_k.bytes / static_cast<double>(type_k.block)) : 0;
     attention = n_kv * ub * m.heads * 4 + layer_live + v_cont;
   }
+  // The KQ mask: f16 with flash attention since PR #23764 (build rule kq_mask_f16), f32 otherwise (llama-graph.cpp;
+  // the f16 slope of 2 bytes per cell and token measured by tests/validation).
+  const double mask = flash_attn && engine.rule_holds("kq_mask_f16") ? 2 : 4;
+  if (n_kv > 0) attention += indexer_bytes(m, backend, mask, n_kv, ub) + ple_live;
   const double ff = static_cast<double>(m.widest_ffn());
-  const double ffn = (2 * ff + 6.0 * m.embd) * ub * 4;
+  const double ffn = (2 * ff + 6.0 * m.embd) * ub * 4 + ple_live;
   // Recurrent layers (Mamba2-style scan): per token the in_proj output, the conv input, the scan's x
   // and y and three n_embd rows, plus one layer's state copied per sequence; fitted to the
   // measured mamba2-tiny buffer of tests/validation (16.4 KB per ubatch token + 158 KB).
@@ -177,7 +219,8 @@ ComputeBytes compute_bytes(const std::vector<LayerCache>& layers, const ModelSpe
     recurrent = ub * 4 * per_token + state * std::max(1, s.n_seq) * 4;
   }
   ComputeBytes out;
-  const double peak = std::max({logits, attention, ffn, recurrent, per_layer_start}) + rotation_inputs(m, engine, layers, type_k, type_v);
+  const double peak = std::max({logits, attention, ffn, recurrent, per_layer_start}) + rotation_inputs(m, engine, layers, type_k, type_v) +
+                      indexer_rotation_input(m);
   out.device = estimate_with_error(peak, backend.compute_rel_error);
   // The closed forms count whole rows live beside the peak's big tensor; which other rows ggml-alloc keeps
   // live depends on its reuse order, which they do not reproduce. Over the validation sweep the rows they miss
@@ -185,10 +228,7 @@ ComputeBytes compute_bytes(const std::vector<LayerCache>& layers, const ModelSpe
   // q_width 512; Qwen3-Next's rotated query), so the upper bound adds that row.
   const double row = std::max(static_cast<double>(m.embd), static_cast<double>(m.heads) * m.head_dim_k);
   if (n_kv > 0) out.device.high = checked_add(out.device.high, checked_bytes(row * ub * 4, "compute buffer"), "compute buffer");
-  // The KQ mask: f16 with flash attention since PR #23764 (build rule kq_mask_f16), f32 otherwise (llama-graph.cpp;
-  // the f16 slope of 2 bytes per cell and token measured by tests/validation).
-  const double mask = flash_attn && engine.rule_holds("kq_mask_f16") ? 2 : 4;
-  double host = static_cast<double>(m.embd) * ub * 4 + n_kv * ub * mask;
+  double host = static_cast<double>(m.embd) * ub * 4 + n_kv * ub * (mask + indexer_mask_bytes(m, backend));
   if (any_full && s.swa_cells > 0) host += static_cast<double>(s.swa_cells) * ub * mask;
   out.host = estimate_with_error(host, backend.compute_rel_error);
   return out;

@@ -43,6 +43,10 @@ void add(Figure& sum, const Figure& f) {
 //     have their own head size (n_embd_head_k_swa, build rule per_layer_head_size);
 //   MLA (deepseek2 with key_length_mla): one 576-wide latent "head" (kv_lora_rank + rope), and no V
 //     tensor since PR #19067 (build rule mla_v_less); a legacy GGUF caches plain MHA K and V;
+//   DSA (deepseek32, src/llama-kv-cache-dsa.cpp llama_kv_cache_dsa): beside the MLA cache a second llama_kv_cache of
+//     the same cells, streams and type_k for the lightning indexer's keys: hparams with one KV head of
+//     n_embd_head_k_full = indexer_head_size, and no V (is_mla() still holds). Summed into K, as the engine's
+//     memory_breakdown sums the two caches;
 //   recurrent (llama-memory-recurrent.cpp): n_embd_r = (d_conv-1)·(d_inner + 2·n_group·d_state)
 //     (Mamba/Mamba2/GDN), token_shift_count·n_embd (RWKV), n_embd·(L_cache-1) (LFM2);
 //     n_embd_s = d_state·d_inner (Mamba/GDN), n_embd·head_size (RWKV), 0 (LFM2);
@@ -83,6 +87,7 @@ std::vector<LayerCache> layer_caches(const ModelSpec& m, const EngineSpec& engin
       c.k_width = checked_add(m.mla->kv_lora_rank, m.mla->rope_dim, "attention.kv_lora_rank + rope.dimension_count");
       c.head_k = static_cast<int>(c.k_width);
       c.v_width = engine.rule_holds("mla_v_less") ? 0 : m.mla->kv_lora_rank;
+      c.idx_width = m.mla->indexer_key_length;
       continue;
     }
     const bool sliding = m.is_sliding(il);
@@ -110,7 +115,8 @@ KvCacheBytes kv_cache_bytes(const ModelSpec& m, const EngineSpec& engine, const 
 
 namespace {
 bool same_cache(const LayerCache& a, const LayerCache& b) {
-  return a.kind == b.kind && a.k_width == b.k_width && a.v_width == b.v_width && a.r_width == b.r_width && a.s_width == b.s_width;
+  return a.kind == b.kind && a.k_width == b.k_width && a.v_width == b.v_width && a.idx_width == b.idx_width && a.r_width == b.r_width &&
+         a.s_width == b.s_width;
 }
 // n identical layers' figure: the sum of n equal terms (the same overflow check as adding them one by one).
 Figure times(const Figure& f, std::int64_t n) {
@@ -139,6 +145,7 @@ KvCacheBytes kv_cache_bytes(const std::vector<LayerCache>& layers, const EngineS
         const bool swa = c.kind == LayerKind::sliding;
         const std::int64_t rows = checked_mul(swa ? shape.swa_cells : shape.n_ctx_seq, shape.n_stream, "KV cells x streams");
         add(swa ? out.swa_k : out.k, times(tensor_bytes(type_k, c.k_width, rows, backend), run));
+        if (c.idx_width > 0) add(out.k, times(tensor_bytes(type_k, c.idx_width, rows, backend), run));
         if (c.v_width > 0) add(swa ? out.swa_v : out.v, times(tensor_bytes(type_v, flash_attn ? c.v_width : v_max, rows, backend), run));
         [[fallthrough]];  // a parallel hybrid's attention layer also holds the recurrent state (r_width 0 otherwise)
       }

@@ -172,6 +172,9 @@ ModelSpec model_from_gguf(const std::vector<GgufHeader>& splits, const std::vect
   // src/models/gemma3n.cpp load_arch_hparams: n_layer_kv_from_start = 20 whatever the file says (llama-hparams.cpp
   // has_kv: layers from it on have no cache of their own); a model of at most that many layers caches every layer.
   if (rule->kv_from_start > 0) m.shared_kv_from = m.layers > rule->kv_from_start ? rule->kv_from_start : 0;
+  // src/models/gemma4.cpp load_arch_hparams: embedding_length_per_layer_input (required; 0 on the 26B-A4B and 31B)
+  // gives E2B/E4B their per-layer input embeddings. Gemma 3n's width is the engine's constant (arch rule per_layer_input).
+  if (rule->per_layer_input == 0) m.per_layer_embd = meta.integer("embedding_length_per_layer_input", 0);
 
   // llama.cpp granite*.cpp: rope_finetuned doubles as the RoPE switch (the converter writes false for hybrids)
   if (!rule->rope_switch_key.empty()) {
@@ -204,6 +207,19 @@ ModelSpec model_from_gguf(const std::vector<GgufHeader>& splits, const std::vect
     mla.nope_dim = mla.legacy ? m.head_dim_k - mla.rope_dim : meta.integer("attention.key_length_mla", 0) - mla.rope_dim;
     mla.v_head_dim = mla.legacy ? m.head_dim_v : meta.integer("attention.value_length_mla", 0);
     mla.q_lora_rank = meta.integer("attention.q_lora_rank", 0);
+    // b10454 src/models/deepseek32.cpp load_arch_hparams: the three indexer keys are required, and load_arch_tensors
+    // throws "DEEPSEEK32 architecture requires MLA" without key_length_mla (hparams.is_mla()).
+    if (rule->dsa_indexer) {
+      if (mla.legacy) meta.bad("attention.key_length_mla", "is missing: llama.cpp loads this architecture only as MLA");
+      mla.indexer_heads = meta.integer("attention.indexer.head_count", 0, true);
+      mla.indexer_key_length = meta.integer("attention.indexer.key_length", 0, true);
+      mla.indexer_top_k = meta.integer("attention.indexer.top_k", 0, true);
+      // deepseek32.cpp build graph: GGML_ASSERT(n_rot <= n_embd_indexer_head) (the indexer head is [rope | nope])
+      if (mla.indexer_key_length == 0 || mla.indexer_key_length < mla.rope_dim)
+        meta.bad("attention.indexer.key_length", fmt::format("is {}; llama.cpp needs at least rope.dimension_count ({})",
+                                                             mla.indexer_key_length, mla.rope_dim));
+      if (mla.indexer_heads == 0) meta.bad("attention.indexer.head_count", "is 0; the indexer needs at least one head");
+    }
     m.mla = mla;
   }
   if (!rule->recurrent.empty()) {

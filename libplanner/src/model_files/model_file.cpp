@@ -116,7 +116,8 @@ const std::map<std::string, std::string>& hf_arch_map() {
       {"qwen3", "qwen3"},       {"qwen3_moe", "qwen3moe"},   {"gemma2", "gemma2"},     {"gemma3", "gemma3"},
       {"gemma3_text", "gemma3"}, {"phi3", "phi3"},           {"gpt_oss", "gpt-oss"},   {"olmo2", "olmo2"},
       {"cohere", "command-r"},  {"cohere2", "cohere2"},      {"glm4", "glm4"},         {"deepseek_v2", "deepseek2"},
-      {"deepseek_v3", "deepseek2"}, {"qwen3_next", "qwen3next"}, {"mistral3", "mistral3"}, {"glm4_moe", "glm4moe"},
+      {"deepseek_v3", "deepseek2"}, {"deepseek_v32", "deepseek32"}, {"qwen3_next", "qwen3next"}, {"mistral3", "mistral3"},
+      {"glm4_moe", "glm4moe"},
       {"qwen3_5", "qwen35"},    {"qwen3_5_text", "qwen35"},  {"qwen3_5_moe", "qwen35moe"}, {"qwen3_5_moe_text", "qwen35moe"},
       {"llama4", "llama4"},     {"llama4_text", "llama4"}};
   return map;
@@ -224,7 +225,8 @@ std::shared_ptr<const ModelSpec> load_config_json(const std::string& text, const
   // conversion/qwen.py _QwenMtpMixin writes the MTP block(s) too (block_count + mtp_num_hidden_layers); b10454 neither
   // loads nor caches them (engine rule mtp_skipped), but -ngl counts them
   if (rule && rule->mtp_skipped) {
-    m.mtp_layers = r.integer({"mtp_num_hidden_layers"}, 0, "no MTP block");
+    // conversion/deepseek.py DeepseekV32Model appends num_nextn_predict_layers blocks the same way
+    m.mtp_layers = r.integer({"mtp_num_hidden_layers", "num_nextn_predict_layers"}, 0, "no MTP block");
     m.layers += m.mtp_layers;
   }
   m.embd = r.integer({"hidden_size", "n_embd"}, 0, nullptr);
@@ -271,6 +273,11 @@ std::shared_ptr<const ModelSpec> load_config_json(const std::string& text, const
     mla.nope_dim = r.integer({"qk_nope_head_dim"}, 0, nullptr);
     mla.v_head_dim = r.integer({"v_head_dim"}, 0, nullptr);
     mla.q_lora_rank = r.integer({"q_lora_rank"}, 0, "no query bottleneck");
+    if (rule->dsa_indexer) {  // conversion/deepseek.py DeepseekV32Model.set_gguf_parameters: all three are required
+      mla.indexer_heads = r.integer({"index_n_heads"}, 0, nullptr);
+      mla.indexer_key_length = r.integer({"index_head_dim"}, 0, nullptr);
+      mla.indexer_top_k = r.integer({"index_topk"}, 0, nullptr);
+    }
     m.mla = mla;  // convert_hf_to_gguf.py writes the MLA metadata: the latent cache
   }
   if (rule && !rule->recurrent.empty()) {

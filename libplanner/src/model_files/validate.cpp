@@ -100,12 +100,16 @@ void check_model(const ModelSpec& m, const FieldError& fail) {
     c.range("moe.dense_lead", m.moe->dense_lead, 0, m.layers);
     c.range("moe.layer_step", m.moe->layer_step, 1, std::max(1, m.layers));
   }
+  c.range("per_layer_embd", m.per_layer_embd, 0, kMaxWidth);
   if (m.mla) {
     c.range("mla.kv_lora_rank", m.mla->kv_lora_rank, 1, kMaxWidth);
     c.range("mla.rope_dim", m.mla->rope_dim, 0, kMaxHeads);
     c.range("mla.nope_dim", m.mla->nope_dim, 0, kMaxHeads);
     c.range("mla.v_head_dim", m.mla->v_head_dim, 0, kMaxHeads);
     c.range("mla.q_lora_rank", m.mla->q_lora_rank, 0, kMaxWidth);
+    c.range("mla.indexer_heads", m.mla->indexer_heads, 0, kMaxHeads);
+    c.range("mla.indexer_key_length", m.mla->indexer_key_length, 0, kMaxWidth);
+    c.range("mla.indexer_top_k", m.mla->indexer_top_k, 0, 1 << 30);
   }
   if (m.recurrent) {
     const Recurrent& r = *m.recurrent;
@@ -154,7 +158,8 @@ std::string gguf_key_of(const std::string& field) {
       {"head_dim_swa", "attention.key_length_swa"}, {"head_dim_v_swa", "attention.value_length_swa"},
       {"ff", "feed_forward_length"}, {"ctx_native", "context_length"}, {"ctx_extended", "context_length"},
       {"sliding_layers", "attention.sliding_window_pattern"}, {"shared_kv_from", "attention.shared_kv_layers"},
-      {"swa.window", "attention.sliding_window"}, {"swa.pattern", "attention.sliding_window_pattern"},
+      {"swa.window", "attention.sliding_window"}, {"per_layer_embd", "embedding_length_per_layer_input"},
+      {"swa.pattern", "attention.sliding_window_pattern"},
       {"rope_scaling.factor", "rope.scaling.factor"}, {"rope_scaling.orig_ctx", "rope.scaling.original_context_length"},
       {"moe.experts", "expert_count"}, {"moe.experts_used", "expert_used_count"},
       {"moe.expert_ff", "expert_feed_forward_length"}, {"moe.shared_ff", "expert_shared_feed_forward_length"},
@@ -162,6 +167,8 @@ std::string gguf_key_of(const std::string& field) {
       {"mla.kv_lora_rank", "attention.kv_lora_rank"},
       {"mla.rope_dim", "rope.dimension_count"}, {"mla.nope_dim", "attention.key_length_mla"},
       {"mla.v_head_dim", "attention.value_length_mla"}, {"mla.q_lora_rank", "attention.q_lora_rank"},
+      {"mla.indexer_heads", "attention.indexer.head_count"}, {"mla.indexer_key_length", "attention.indexer.key_length"},
+      {"mla.indexer_top_k", "attention.indexer.top_k"},
       {"recurrent.d_conv", "ssm.conv_kernel"}, {"recurrent.d_inner", "ssm.inner_size"}, {"recurrent.d_state", "ssm.state_size"},
       {"recurrent.n_group", "ssm.group_count"}, {"recurrent.dt_rank", "ssm.time_step_rank"}, {"recurrent.head_size", "wkv.head_size"},
       {"recurrent.token_shift_count", "token_shift_count"}, {"recurrent.l_cache", "shortconv.l_cache"},
@@ -182,7 +189,8 @@ std::string config_key_of(const std::string& field) {
       {"moe.shared_ff", "shared_expert_intermediate_size"}, {"moe.dense_lead", "first_k_dense_replace"},
       {"moe.layer_step", "interleave_moe_layer_step"},
       {"mla.kv_lora_rank", "kv_lora_rank"}, {"mla.rope_dim", "qk_rope_head_dim"}, {"mla.nope_dim", "qk_nope_head_dim"},
-      {"mla.v_head_dim", "v_head_dim"}, {"mla.q_lora_rank", "q_lora_rank"}, {"recurrent.d_conv", "linear_conv_kernel_dim"},
+      {"mla.v_head_dim", "v_head_dim"}, {"mla.q_lora_rank", "q_lora_rank"}, {"mla.indexer_heads", "index_n_heads"},
+      {"mla.indexer_key_length", "index_head_dim"}, {"mla.indexer_top_k", "index_topk"}, {"recurrent.d_conv", "linear_conv_kernel_dim"},
       {"recurrent.d_inner", "linear_num_value_heads x linear_value_head_dim"}, {"recurrent.d_state", "linear_key_head_dim"},
       {"recurrent.n_group", "linear_num_key_heads"}, {"recurrent.attention_every", "full_attention_interval"},
       {"recurrent.attention_offset", "full_attention_interval"}};
