@@ -253,6 +253,31 @@ void Placement::split(const std::vector<double>& weights) {
 }
 
 namespace {
+// A matmul weight's name within its layer: "blk.12.ffn_up.weight" -> "ffn_up", "output.weight" and the tied output
+// -> "output"; "" for what is not a ".weight" (biases, the token_embd lookup is excluded by the caller).
+std::string_view matrix_base(std::string_view name) {
+  if (name == kTiedOutputCopy) return "output";
+  constexpr std::string_view suffix = ".weight";
+  if (name.size() <= suffix.size() || name.substr(name.size() - suffix.size()) != suffix) return "";
+  name.remove_suffix(suffix.size());
+  if (name.rfind("blk.", 0) == 0) name.remove_prefix(std::min(name.size(), name.find('.', 4) + 1));
+  return name == "token_embd" ? "" : name;
+}
+
+// FNV-1a over the host weights: a key for the compute figures built with them (Setup::compute's memo).
+std::uint64_t digest(const std::vector<HostWeight>& weights) {
+  std::uint64_t h = 1469598103934665603ULL;
+  auto mix = [&](std::uint64_t v) {
+    for (int i = 0; i < 8; ++i) h = (h ^ ((v >> (8 * i)) & 0xff)) * 1099511628211ULL;
+  };
+  for (const auto& w : weights) {
+    mix(static_cast<std::uint64_t>(w.il));
+    for (char ch : w.base) mix(static_cast<unsigned char>(ch));
+    mix(static_cast<std::uint64_t>(w.bytes));
+  }
+  return h;
+}
+
 // "blk.12.attn_q.weight" -> 12; -1 for tensors outside the repeating layers.
 int layer_of(const std::string& name) {
   if (name.rfind("blk.", 0) != 0) return -1;
@@ -289,6 +314,15 @@ int device_of(bool on_host, int il, bool routed_expert, Name&& name, const Place
 struct WeightSums {
   Bytes dev = 0, dev_raw = 0, host = 0, host_raw = 0, largest_host_matrix = 0, lookup_host = 0;
   std::vector<Figure> per_device;
+  std::vector<HostWeight> host_weights;
+
+  // A host-resident matmul weight (nrows > 1: not a norm or bias; token_embd is read by GET_ROWS) as the GPU's copy
+  // of it, for the compute graph. il < 0 is the output layer.
+  void add_host_weight(int il, std::string_view base, const GgmlType& type, std::int64_t ne0, std::int64_t nrows,
+                       const BackendSpec& gpu, int n_layer) {
+    if (nrows <= 1 || base.empty() || base == "token_embd" || gpu.id == "cpu") return;
+    host_weights.push_back({il < 0 ? n_layer : il, std::string(base), tensor_bytes(type, ne0, nrows, gpu).bytes});
+  }
 
   void add(int device, const Figure& f, std::int64_t nrows, bool token_embd) {
     const bool gpu = device >= 0;
@@ -374,7 +408,9 @@ WeightBytes weight_bytes(const ModelSpec& m, const WeightFormat& format, const E
     const std::string field = "weights " + format.id;
     for (const auto& t : m.file_tensors) {
       const bool expert = t.name.find("_exps") != std::string::npos;
-      const int device = device_of(t.on_host, layer_of(t.name), expert, [&]() -> const std::string& { return t.name; }, placement, overrides);
+      const int il = layer_of(t.name);
+      const int device = device_of(t.on_host, il, expert, [&]() -> const std::string& { return t.name; }, placement, overrides);
+      if (device < 0) sums.add_host_weight(il, matrix_base(t.name), engine.type(t.type, field), t.ne0, t.nrows, backend, m.layers);
       if (t.name == kTiedOutputCopy && !copy_allocated(device >= 0, backend, engine, m)) continue;
       const Figure f = tensor_bytes(engine.type(t.type, field), t.ne0, t.nrows, device >= 0 ? backend : cpu);
       sums.add(device, f, t.nrows, t.name == "token_embd.weight");
@@ -387,6 +423,9 @@ WeightBytes weight_bytes(const ModelSpec& m, const WeightFormat& format, const E
       const bool expert = t.base.find("_exps") != std::string_view::npos;
       auto name_of = [&]() -> const std::string& { return name = tensor_name(t); };
       const int device = device_of(t.on_host, t.il, expert, name_of, placement, overrides);
+      if (device < 0 && (t.suffix == ".weight" || t.base == kTiedOutputCopy))
+        sums.add_host_weight(t.il, t.base == kTiedOutputCopy ? std::string_view("output") : t.base, t.type, t.ne0, t.nrows, backend,
+                             m.layers);
       if (t.base == kTiedOutputCopy && !copy_allocated(device >= 0, backend, engine, m)) return;
       const Figure f = tensor_bytes(t.type, t.ne0, t.nrows, device >= 0 ? backend : cpu);
       sums.add(device, f, t.nrows, t.il < 0 && t.base == "token_embd");
@@ -394,6 +433,8 @@ WeightBytes weight_bytes(const ModelSpec& m, const WeightFormat& format, const E
   }
   WeightBytes out;
   out.largest_host_matrix = sums.largest_host_matrix;
+  out.host_weights_digest = digest(sums.host_weights);
+  out.host_weights = std::move(sums.host_weights);
   out.lookup_host = sums.lookup_host;
   const Bytes dev = sums.dev, dev_raw = sums.dev_raw, host = sums.host, host_raw = sums.host_raw;
   if (from_file) {  // the file's own tensors: what the backend allocates, to the byte
