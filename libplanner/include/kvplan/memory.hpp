@@ -106,7 +106,8 @@ struct Placement {
 // A matmul weight that lives in host RAM while a GPU runs the model: with op offload the GPU copies it into its
 // compute buffer for the matmul's split (ggml-backend.cpp ggml_backend_sched_split_graph pass 5).
 struct HostWeight {
-  int il = 0;         // its layer; the model's layer count for the output matrix
+  static constexpr int kEveryLayer = -1;
+  int il = 0;         // its layer (kEveryLayer: the same weight in every repeating layer); the layer count: the output
   std::string base;   // its name within the layer: "attn_q", "ffn_up_exps", "output" (token_embd when tied)
   Bytes bytes = 0;    // its size in the GPU's buffer type (the copy keeps the tensor's layout)
   bool operator==(const HostWeight&) const = default;

@@ -41,6 +41,7 @@ class Builder {
       by_layer_.resize(static_cast<std::size_t>(std::max(0, m.layers)) + 1);
       for (const auto& w : *target.host.weights)
         if (w.il >= 0 && w.il <= m.layers) by_layer_[static_cast<std::size_t>(w.il)].push_back({&w, false});
+        else if (w.il == HostWeight::kEveryLayer) every_layer_.push_back({&w, false});
     }
     caches_[0].n_kv = s.n_ctx_seq;
     caches_[1].n_kv = s.swa_cells;
@@ -107,6 +108,8 @@ class Builder {
     for (const auto& layer : by_layer_)
       for (const auto& [w, seen] : layer)
         if (!seen) g_.add_unplaced(w->bytes);
+    for (const auto& [w, seen] : every_layer_)
+      if (!seen) g_.add_unplaced(w->bytes);
     return std::move(g_);
   }
 
@@ -119,12 +122,17 @@ class Builder {
   // freed after the matmul, so it competes with the rest of the graph's peak instead of adding to it. Norm weights
   // and biases are copied the same way; at n_embd floats they are left out.
   int matmul(std::array<std::int64_t, 4> ne, ggml_graph::Srcs srcs, int il, std::string_view base, std::int64_t rows) {
-    if (il >= 0 && static_cast<std::size_t>(il) < by_layer_.size())
-      for (auto& [w, seen] : by_layer_[static_cast<std::size_t>(il)]) {
+    auto copy = [&](std::vector<Copy>& copies) {
+      for (auto& [w, seen] : copies) {
         if (w->base != base) continue;
         seen = true;
         if (rows >= kOpOffloadMinBatch) srcs.push_back(g_.op(Type::i8, {w->bytes, 1, 1, 1}, {}));
+        return true;
       }
+      return false;
+    };
+    if (il >= 0 && static_cast<std::size_t>(il) < by_layer_.size() && !copy(by_layer_[static_cast<std::size_t>(il)]) && il < m_.layers)
+      copy(every_layer_);
     return g_.op(Type::f32, ne, std::move(srcs));
   }
   // A graph input (ggml_set_input). The scheduler keeps every input on the CPU backend ("1.inp"); a device that
@@ -451,6 +459,7 @@ class Builder {
     bool seen;  // a matmul of the graph reads it
   };
   std::vector<std::vector<Copy>> by_layer_;  // the host weights by layer (the output matrix last); empty: none
+  std::vector<Copy> every_layer_;            // the host weights of every repeating layer (HostWeight::kEveryLayer)
 };
 }  // namespace
 

@@ -317,11 +317,20 @@ struct WeightSums {
   std::vector<HostWeight> host_weights;
 
   // A host-resident matmul weight (nrows > 1: not a norm or bias; token_embd is read by GET_ROWS) as the GPU's copy
-  // of it, for the compute graph. il < 0 is the output layer.
+  // of it, for the compute graph. il < 0 is the output layer. The repeating layers' weights are kept once per name,
+  // the largest, for every layer (HostWeight::kEveryLayer): layers of one kind are alike, so the peak a copy causes
+  // does not depend on which of them are in RAM, and the placement search shares one graph per weight format.
   void add_host_weight(int il, std::string_view base, const GgmlType& type, std::int64_t ne0, std::int64_t nrows,
                        const BackendSpec& gpu, int n_layer) {
     if (nrows <= 1 || base.empty() || base == "token_embd" || gpu.id == "cpu") return;
-    host_weights.push_back({il < 0 ? n_layer : il, std::string(base), tensor_bytes(type, ne0, nrows, gpu).bytes});
+    const int layer = il < 0 ? n_layer : HostWeight::kEveryLayer;
+    const Bytes bytes = tensor_bytes(type, ne0, nrows, gpu).bytes;
+    for (auto& w : host_weights)
+      if (w.il == layer && w.base == base) {
+        w.bytes = std::max(w.bytes, bytes);
+        return;
+      }
+    host_weights.push_back({layer, std::string(base), bytes});
   }
 
   void add(int device, const Figure& f, std::int64_t nrows, bool token_embd) {

@@ -227,8 +227,10 @@ ComputeBytes placed_compute(const Setup& s, const Candidate& c, const ContextSha
   const bool gpu = s.backend->id != "cpu";
   const bool op_offload = gpu && shape.n_ubatch >= kOpOffloadMinBatch && s.engine->rule_holds("op_offload");
   // the KV cache of the layers in RAM is read by the GPU's attention too (the KV follows its layer: kv_cache_bytes)
+  // (every layer's, as the weights: layers are alike, so the search over -ngl shares one graph)
+  const int kv_layers = op_offload && place.first_gpu_layer > 0 ? m.layers : 0;
   ComputeBytes compute = s.compute(m, shape, tk, tv, c.flash_attn, *s.backend, true, sched_copies(s),
-                                   op_offload ? &c.weight_bytes : nullptr, op_offload ? place.first_gpu_layer : 0);
+                                   op_offload ? &c.weight_bytes : nullptr, kv_layers);
   // Partial offload is checked against few GPU logs (tests/validation/gpu_logs: -ngl 16, 7 and 0 and --n-cpu-moe),
   // and the copies' rows are placed, not measured: the upper bound stays widened by half (docs/formulas.md §9).
   if (gpu) compute.device.high += compute.device.high / 2;
