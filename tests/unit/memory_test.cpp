@@ -394,6 +394,10 @@ TEST_CASE("GPU compute buffer with host weights: each op-offload copy lives besi
   const std::int64_t logits_block = 8 * mib + 128256LL * 512 * 4;
   CHECK(peak({{32, "output", 1024 * mib}}) == 1024 * mib + logits_block);
   CHECK(peak({{32, "output", 2048 * mib}}) == 2048 * mib + logits_block);
+  // a weight placed in every repeating layer (HostWeight::kEveryLayer, what weight_bytes gives the planner) is copied
+  // before each layer's matmul: a small one changes neither peak, a large one rises with its own layer's live set
+  CHECK(peak({{HostWeight::kEveryLayer, "ffn_up", 14 * mib}, {32, "output", 1024 * mib}}) == 1024 * mib + logits_block);
+  CHECK(peak({{HostWeight::kEveryLayer, "ffn_up", 2048 * mib}}) == peak({{5, "ffn_up", 2048 * mib}}));
   // copies of several layers never add up: only one is live at a time
   CHECK(peak({{0, "ffn_up", 1024 * mib}, {1, "ffn_up", 1024 * mib}, {2, "attn_q", 1024 * mib}}) ==
         peak({{1, "ffn_up", 1024 * mib}}));
