@@ -367,3 +367,55 @@ TEST_CASE("GPU compute buffer from the reserve graph: CUDA's flash attention hol
   vulkan.fa_f16_scratch = false;
   CHECK(extras("q8_0", "q8_0", vulkan).empty());
 }
+
+TEST_CASE("GPU compute buffer with host weights: each op-offload copy lives beside its matmul only (ggml-backend.cpp pass 5)") {
+  // Llama-3.1-8B at 4096 cells, FA off: the device peak is the attention's (KQ 4096·512·32·4 = 256 MiB and rows). A
+  // host weight's copy is allocated at the start of its matmul's split and freed after the matmul, so it raises the
+  // peak only by what it outgrows there.
+  const ModelSpec& m = kvtest::catalog().model("llama-3.1-8b");
+  const auto s = context_shape(m, kvtest::engine(), 4096, 1, false, 512, 2048, false);
+  const GgmlType& f16 = kvtest::type("f16");
+  const std::int64_t mib = 1 << 20;
+  GraphTarget cuda;
+  cuda.inputs = GraphInputs::copied;
+  auto peak = [&](std::vector<HostWeight> weights) {
+    GraphTarget t = cuda;
+    t.host.weights = &weights;
+    const auto g = reserve_graph(m, kvtest::engine(), s, f16, f16, false, t);
+    REQUIRE(g);
+    CHECK(g->unplaced() == 0);
+    return ggml_graph::peak_bytes(*g, 128);
+  };
+  const std::int64_t base = peak({});
+  // a 14 MiB ffn_down copy (4096 x 14336 in Q4_0) of layer 3 stays under the attention peak
+  CHECK(peak({{3, "ffn_down", 14336LL * 4096 / 32 * 18}}) == base);
+  // the output matrix in RAM: at its matmul the device holds the copy, result_norm (4096·512·4 = 8 MiB, an output)
+  // and the logits (128256·512·4 = 250.5 MiB); every other tensor is freed by then
+  const std::int64_t logits_block = 8 * mib + 128256LL * 512 * 4;
+  CHECK(peak({{32, "output", 1024 * mib}}) == 1024 * mib + logits_block);
+  CHECK(peak({{32, "output", 2048 * mib}}) == 2048 * mib + logits_block);
+  // a weight placed in every repeating layer (HostWeight::kEveryLayer, what weight_bytes gives the planner) is copied
+  // before each layer's matmul: a small one changes neither peak, a large one rises with its own layer's live set
+  CHECK(peak({{HostWeight::kEveryLayer, "ffn_up", 14 * mib}, {32, "output", 1024 * mib}}) == 1024 * mib + logits_block);
+  CHECK(peak({{HostWeight::kEveryLayer, "ffn_up", 2048 * mib}}) == peak({{5, "ffn_up", 2048 * mib}}));
+  // copies of several layers never add up: only one is live at a time
+  CHECK(peak({{0, "ffn_up", 1024 * mib}, {1, "ffn_up", 1024 * mib}, {2, "attn_q", 1024 * mib}}) ==
+        peak({{1, "ffn_up", 1024 * mib}}));
+  // the KV cache in RAM (layers below kv_layers): each attention reads copies of its K and V views, allocated at the
+  // start of the split after the CPU's SET_ROWS, both live at the KQ product. At 32768 cells they are 32768 · 1024 ·
+  // 2 = 64 MiB each, too large for the holes the freed rows leave, so they add 128 MiB to the KQ peak (2 GiB + rows).
+  const auto s_long = context_shape(m, kvtest::engine(), 32768, 1, false, 512, 2048, false);
+  GraphTarget kv_in_ram = cuda;
+  const auto g_device_kv = reserve_graph(m, kvtest::engine(), s_long, f16, f16, false, kv_in_ram);
+  kv_in_ram.host.kv_layers = 32;
+  const auto g_host_kv = reserve_graph(m, kvtest::engine(), s_long, f16, f16, false, kv_in_ram);
+  REQUIRE((g_device_kv && g_host_kv));
+  CHECK(ggml_graph::peak_bytes(*g_host_kv, 128) == ggml_graph::peak_bytes(*g_device_kv, 128) + 128 * mib);
+  // a weight the graph has no matmul for (a fused projection) is counted at the peak instead
+  std::vector<HostWeight> fused{{0, "attn_qkv", 512 * mib}};
+  GraphTarget t = cuda;
+  t.host.weights = &fused;
+  const auto g = reserve_graph(m, kvtest::engine(), s, f16, f16, false, t);
+  REQUIRE(g);
+  CHECK(g->unplaced() == 512 * mib);
+}

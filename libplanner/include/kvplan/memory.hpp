@@ -1,6 +1,7 @@
 // kvplan/memory.hpp — llama.cpp's memory rules, one function per allocation kind.
 // Each function cites the engine source it mirrors in libplanner/src/memory/.
 #pragma once
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -103,11 +104,25 @@ struct Placement {
   bool host_matmuls() const { return partial() || cpu_moe_layers > 0 || !overrides.empty(); }
 };
 
+// A matmul weight that lives in host RAM while a GPU runs the model: with op offload the GPU copies it into its
+// compute buffer for the matmul's split (ggml-backend.cpp ggml_backend_sched_split_graph pass 5).
+struct HostWeight {
+  static constexpr int kEveryLayer = -1;
+  int il = 0;         // its layer (kEveryLayer: the same weight in every repeating layer); the layer count: the output
+  std::string base;   // its name within the layer: "attn_q", "ffn_up_exps", "output" (token_embd when tied)
+  Bytes bytes = 0;    // its size in the GPU's buffer type (the copy keeps the tensor's layout)
+  bool operator==(const HostWeight&) const = default;
+};
+
 struct WeightBytes {
   Figure device, host;              // device: every GPU together
   std::vector<Figure> per_device;   // each GPU's share (one entry with one GPU)
   Bytes largest_host_matrix = 0;  // the biggest host-resident matmul weight (copied into the GPU compute buffer)
   Bytes lookup_host = 0;          // token_embd in RAM: looked up a row per token, not streamed (the speed estimate)
+  // Every host-resident matmul weight (empty for a model sized from its parameter count: largest_host_matrix then)
+  // and a digest of the list, which keys the compute figures built with it.
+  std::vector<HostWeight> host_weights;
+  std::uint64_t host_weights_digest = 0;
 };
 // Labelled estimate for catalog models: per-tensor types follow llama-quantize's recipe, which a
 // given GGUF may not (imatrix, custom mixes). Exact for a GGUF's own tensors.
@@ -125,9 +140,16 @@ ComputeBytes compute_bytes(const ModelSpec& model, const EngineSpec& engine, con
                            const GgmlType& type_k, const GgmlType& type_v, bool flash_attn, const BackendSpec& backend,
                            bool holds_output = true, int n_copies = 1);
 // The same from the model's layer_caches(model, engine), when the caller keeps them.
+// What a GPU reads from host RAM under op offload (weights or KV of layers left on the CPU), copying it into its
+// compute buffer for the op that reads it (ggml-backend.cpp ggml_backend_sched_split_graph pass 5).
+struct HostResident {
+  const std::vector<HostWeight>* weights = nullptr;  // the host-resident matmul weights (nullptr: none)
+  int kv_layers = 0;                                  // layers below this keep their KV cache in RAM
+};
+// host: with op offload, what the GPU copies from host RAM (default: every weight and the KV on the device).
 ComputeBytes compute_bytes(const std::vector<LayerCache>& layers, const ModelSpec& model, const EngineSpec& engine,
                            const ContextShape& shape, const GgmlType& type_k, const GgmlType& type_v, bool flash_attn,
-                           const BackendSpec& backend, bool holds_output = true, int n_copies = 1);
+                           const BackendSpec& backend, bool holds_output = true, int n_copies = 1, const HostResident& host = {});
 
 // Logits/embeddings output buffer (pinned host memory).
 Figure output_bytes(const ModelSpec& model, const ContextShape& shape);

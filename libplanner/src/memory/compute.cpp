@@ -73,18 +73,20 @@ double indexer_mask_bytes(const ModelSpec& m, const BackendSpec& backend) {
 }
 // How the scheduler places the reserve graph on this backend (transformer_graph.hpp GraphTarget); nullopt where
 // kvplan has no graph placement for it (a CPU part of a split without the output keeps the closed forms).
-std::optional<GraphTarget> graph_target(const BackendSpec& backend, bool holds_output) {
+std::optional<GraphTarget> graph_target(const BackendSpec& backend, bool holds_output, const HostResident& host) {
   if (backend.id == "cpu") return holds_output ? std::optional<GraphTarget>(GraphTarget{}) : std::nullopt;
   GraphTarget t;
   t.holds_output = holds_output;
   if (backend.id == "metal") {
-    // Metal's device accepts host buffers (ggml-metal.cpp supports_buft on a shared-memory device), so
+    // Metal's device accepts host buffers (ggml-metal.cpp supports_buft on a shared-memory device), so host weights
+    // are read in place too (no op-offload copies), and
     // ggml_backend_sched_buffer_supported makes no copy: inputs and the token rows stay in the CPU buffer.
     t.inputs = GraphInputs::read_in_place;
     return t;
   }
   if (backend.id != "cuda" && backend.id != "rocm" && backend.id != "vulkan" && backend.id != "sycl") return std::nullopt;
   t.inputs = GraphInputs::copied;
+  t.host = host;
   t.fa_f16_scratch = backend.id == "cuda" || backend.id == "rocm";
   return t;
 }
@@ -97,7 +99,7 @@ ComputeBytes graph_compute(ggml_graph::Graph graph, const EngineSpec& engine, co
     graph.keep_inputs();
     device = static_cast<double>(ggml_graph::input_bytes(graph, backend.alignment)) * (n_copies - 1);
   }
-  device += static_cast<double>(ggml_graph::peak_bytes(graph, backend.alignment));
+  device += static_cast<double>(ggml_graph::peak_bytes(graph, backend.alignment) + graph.unplaced());
   // the host buffer (CUDA_Host pinned memory, or the CPU buffer) has the CPU's alignment (TENSOR_ALIGNMENT)
   const double host = static_cast<double>(ggml_graph::host_bytes(graph, engine.backend("cpu").alignment, n_copies));
   ComputeBytes out;
@@ -124,11 +126,11 @@ ComputeBytes compute_bytes(const ModelSpec& m, const EngineSpec& engine, const C
 
 ComputeBytes compute_bytes(const std::vector<LayerCache>& layers, const ModelSpec& m, const EngineSpec& engine, const ContextShape& s,
                            const GgmlType& type_k, const GgmlType& type_v, bool flash_attn, const BackendSpec& backend,
-                           bool holds_output, int n_copies) {
+                           bool holds_output, int n_copies, const HostResident& in_ram) {
   // Where kvplan models the architecture's reserve graph node by node, its placement by ggml-alloc gives the
   // buffers: on the CPU backend one buffer holds every graph tensor, inputs included; on a GPU the scheduler keeps
   // the inputs in the host buffer and the device holds the rest (and copies of the inputs it reads).
-  if (const auto target = graph_target(backend, holds_output)) {
+  if (const auto target = graph_target(backend, holds_output, in_ram)) {
     if (const auto graph = reserve_graph(m, engine, s, type_k, type_v, flash_attn, *target)) {
       if (backend.id != "cpu") return graph_compute(*graph, engine, backend, n_copies);
       ComputeBytes out;

@@ -11,6 +11,7 @@
 // each node; a parent is freed after its last child; in-place reuse of a parent with one child) and
 // ggml_dyn_tallocr (best-fit among free blocks, else the end; adjacent free blocks merged).
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -95,6 +96,11 @@ class Graph {
   void add_extra(int t, std::int64_t bytes) { tensors_[static_cast<std::size_t>(t)].extra += bytes; }
   const Tensor& at(int t) const { return tensors_[static_cast<std::size_t>(t)]; }
 
+  // Bytes the device needs on top of the placed peak for something the graph does not place (a host weight copy of a
+  // matmul kvplan does not model node by node, counted at the peak: an over-estimate).
+  void add_unplaced(std::int64_t bytes) { unplaced_ = std::max(unplaced_, bytes); }
+  std::int64_t unplaced() const { return unplaced_; }
+
   const std::vector<Tensor>& tensors() const { return tensors_; }
   const std::vector<int>& leafs() const { return leafs_; }
   const std::vector<int>& nodes() const { return nodes_; }
@@ -103,6 +109,7 @@ class Graph {
   int add(Tensor t, bool leaf);
   std::vector<Tensor> tensors_;
   std::vector<int> leafs_, nodes_;
+  std::int64_t unplaced_ = 0;
 };
 
 // The size ggml-alloc reserves for the graph: the high-water mark of its placement (host tensors left out).

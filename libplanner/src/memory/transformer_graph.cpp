@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <functional>
+#include <string>
+#include <string_view>
 
 namespace kvplan {
 
@@ -35,6 +37,12 @@ class Builder {
         // graph_reserve: n_seq_max sequences, the tokens rounded up to a multiple of them
         n_seqs_(std::max(1, s.n_seq)), ub_((s.n_ubatch + n_seqs_ - 1) / n_seqs_ * n_seqs_),
         ns_(std::max(1, s.n_stream)), e_(m.embd), n_out_(s.n_outputs > 0 ? std::min<std::int64_t>(s.n_outputs, ub_) : ub_) {
+    if (target.host.weights && target.inputs == GraphInputs::copied) {
+      by_layer_.resize(static_cast<std::size_t>(std::max(0, m.layers)) + 1);
+      for (const auto& w : *target.host.weights)
+        if (w.il >= 0 && w.il <= m.layers) by_layer_[static_cast<std::size_t>(w.il)].push_back({&w, false});
+        else if (w.il == HostWeight::kEveryLayer) every_layer_.push_back({&w, false});
+    }
     caches_[0].n_kv = s.n_ctx_seq;
     caches_[1].n_kv = s.swa_cells;
     caches_[0].head_k = m.head_dim_k, caches_[0].head_v = m.head_dim_v;
@@ -83,23 +91,50 @@ class Builder {
         block = mamba2(normed, conv_states);
       } else if (m_.mla) {
         const int kqv = latent_attention(normed);
-        block = [this, kqv] { return g_.op(Type::f32, {e_, ub_, 1, 1}, {kqv}); };  // wo
+        block = [this, il, kqv] { return matmul({e_, ub_, 1, 1}, {kqv}, il, "attn_output", ub_); };  // wo
       } else {
         block = attention(il, normed);
       }
       rest = [this, il, block, inp_sa] { return feed_forward(il, block(), inp_sa); };
     }
     cur = rest();
-    if (!target_.holds_output) return std::move(g_);  // another device of a layer split holds the logits
-    int result_norm = norm(cur);
-    if (arch_.outputs_after_norm) result_norm = g_.op(Type::f32, {e_, n_out_, 1, 1}, {result_norm, output_ids()});
-    g_.mark_output(result_norm);
-    g_.mark_output(g_.op(Type::f32, {m_.vocab, n_out_, 1, 1}, {result_norm}));
+    if (target_.holds_output) {  // else another device of a layer split holds the logits
+      int result_norm = norm(cur);
+      if (arch_.outputs_after_norm) result_norm = g_.op(Type::f32, {e_, n_out_, 1, 1}, {result_norm, output_ids()});
+      g_.mark_output(result_norm);
+      g_.mark_output(matmul({m_.vocab, n_out_, 1, 1}, {result_norm}, m_.layers, "output", n_out_));
+    }
+    // a host weight of a matmul this graph does not name (a fused or an MLA projection): its copy at the peak
+    for (const auto& layer : by_layer_)
+      for (const auto& [w, seen] : layer)
+        if (!seen) g_.add_unplaced(w->bytes);
+    for (const auto& [w, seen] : every_layer_)
+      if (!seen) g_.add_unplaced(w->bytes);
     return std::move(g_);
   }
 
  private:
   int norm(int t) { return g_.inplace({g_.inplace({t})}); }  // RMS_NORM, MUL by the weight
+  // A MUL_MAT / MUL_MAT_ID (f32 result) of layer il's weight `base` over `rows` tokens. With op offload a weight in host
+  // RAM is used by the device at a batch of >= 32 rows (ggml-backend.cpp ggml_backend_sched_backend_id_from_cur, "1.off"):
+  // such a matmul starts a split of its own ("check if a weight is on a different and incompatible backend") whose
+  // input, the weight's copy, is allocated at the split's start (pass 5 and the graph copy's "input_cpy" nodes) and
+  // freed after the matmul, so it competes with the rest of the graph's peak instead of adding to it. Norm weights
+  // and biases are copied the same way; at n_embd floats they are left out.
+  int matmul(std::array<std::int64_t, 4> ne, ggml_graph::Srcs srcs, int il, std::string_view base, std::int64_t rows) {
+    auto copy = [&](std::vector<Copy>& copies) {
+      for (auto& [w, seen] : copies) {
+        if (w->base != base) continue;
+        seen = true;
+        if (rows >= kOpOffloadMinBatch) srcs.push_back(g_.op(Type::i8, {w->bytes, 1, 1, 1}, {}));
+        return true;
+      }
+      return false;
+    };
+    if (il >= 0 && static_cast<std::size_t>(il) < by_layer_.size() && !copy(by_layer_[static_cast<std::size_t>(il)]) && il < m_.layers)
+      copy(every_layer_);
+    return g_.op(Type::f32, ne, std::move(srcs));
+  }
   // A graph input (ggml_set_input). The scheduler keeps every input on the CPU backend ("1.inp"); a device that
   // reads host memory in place (Metal's shared buffers) uses it there, others read a copy in their compute buffer,
   // which is what the tensor stands for in the device's graph.
@@ -156,19 +191,19 @@ class Builder {
     const int nrot_k = rotate_ && type_k_.quantized() && m_.head_dim_k % 64 == 0 ? kv_rotation_size(static_cast<int>(hk)) : 0;
     const bool rot_v = rotate_ && type_v_.quantized() && m_.head_dim_v % 64 == 0;
     const std::array<std::int64_t, 4> q_shape{hk, heads, ub_, 1}, k_shape{hk, kvh, ub_, 1}, v_shape{hv, kvh, ub_, 1};
-    auto project = [&](std::int64_t width) { return g_.op(Type::f32, {width, ub_, 1, 1}, {normed}); };
+    auto project = [&](std::int64_t width, std::string_view name) { return matmul({width, ub_, 1, 1}, {normed}, il, name, ub_); };
     auto head_norm = [&](int t) { return m_.qk_norm ? norm(t) : t; };
     // A gated query (Qwen3-Next): wq yields the query and an output gate, side by side per head.
-    const int q_full = project(hk * heads * (arch_.gated_query ? 2 : 1));
+    const int q_full = project(hk * heads * (arch_.gated_query ? 2 : 1), "attn_q");
     auto positions = [&](int t) { return m_.rope ? rope(t, c, nrot_k) : t; };
     int q = positions(head_norm(g_.view(q_full, q_shape)));
     if (nrot_k > 0) q = rotated(q, c.rot_k, nrot_k, q_shape);
     auto make_k = [&] {
-      const int k = positions(head_norm(g_.view(project(hk * kvh), k_shape)));
+      const int k = positions(head_norm(g_.view(project(hk * kvh, "attn_k"), k_shape)));
       return nrot_k > 0 ? rotated(k, c.rot_k, nrot_k, k_shape) : k;
     };
     auto make_v = [&] {
-      const int v = g_.view(project(hv * kvh), v_shape);
+      const int v = g_.view(project(hv * kvh, "attn_v"), v_shape);
       return rot_v ? rotated(v, c.rot_v, 64, v_shape) : v;
     };
     int k = -1, v = -1;
@@ -182,11 +217,23 @@ class Builder {
     if (c.v_idx < 0) c.v_idx = input(Type::i64, {fa_ ? ub_ : ub_ * hv * kvh, 1, 1, 1});
     g_.external({g_.view(v, v_shape), c.v_idx});
     require_mask(c);
-    return [this, &c, q, q_full, q_shape, hk, hv, kvh, heads, rot_v] {
+    return [this, &c, il, q, q_full, q_shape, hk, hv, kvh, heads, rot_v] {
     const int q_perm = g_.view(q, {hk, ub_, heads, 1});
+    // A layer whose KV cache is in RAM (op offload runs its attention on the device): the K and V views are inputs of
+    // the device split after the CPU's SET_ROWS, copied into the compute buffer at its start (pass 5) and live until
+    // their last reader.
+    int k_copy = -1, v_copy = -1;
+    if (target_.inputs == GraphInputs::copied && il < target_.host.kv_layers) {
+      k_copy = g_.op(Type::i8, {type_k_.row_size(hk * kvh) * c.n_kv * ns_, 1, 1, 1}, {});
+      v_copy = g_.op(Type::i8, {type_v_.row_size(hv * kvh) * c.n_kv * ns_, 1, 1, 1}, {});
+    }
+    auto reading = [](ggml_graph::Srcs srcs, int copy) {
+      if (copy >= 0) srcs.push_back(copy);
+      return srcs;
+    };
     int kqv = -1;
     if (fa_) {
-      ggml_graph::Srcs srcs{q_perm};
+      ggml_graph::Srcs srcs = reading(reading({q_perm}, k_copy), v_copy);
       // an f32 cache is cast to f16 for ggml_flash_attn_ext (llama-graph.cpp build_attn_mha)
       if (type_k_.name == "f32") srcs.push_back(g_.op(Type::f16, {hk * kvh * c.n_kv, ns_, 1, 1}, {}));
       if (type_v_.name == "f32") srcs.push_back(g_.op(Type::f16, {hv * kvh * c.n_kv, ns_, 1, 1}, {}));
@@ -195,9 +242,9 @@ class Builder {
       add_f16_scratch(fa, hk * kvh * c.n_kv * ns_, hv * kvh * c.n_kv * ns_);
       kqv = g_.view(fa, {hv * heads, ub_, 1, 1});
     } else {
-      const int kq = g_.op(Type::f32, {c.n_kv, ub_ / ns_, heads, ns_}, {q_perm});
+      const int kq = g_.op(Type::f32, {c.n_kv, ub_ / ns_, heads, ns_}, reading({q_perm}, k_copy));
       const int probs = g_.inplace({kq, c.mask});  // SOFT_MAX (ext: scale, mask, sinks)
-      const int out = g_.op(Type::f32, {hv, ub_ / ns_, heads, ns_}, {probs});
+      const int out = g_.op(Type::f32, {hv, ub_ / ns_, heads, ns_}, reading({probs}, v_copy));
       kqv = g_.op(Type::f32, {hv * heads, ub_, 1, 1}, {g_.view(out, {hv, heads, ub_, 1})});  // CONT of the permute
     }
     if (rot_v) kqv = g_.view(rotated(kqv, c.rot_v, 64, {hv, heads, ub_, 1}), {hv * heads, ub_, 1, 1});
@@ -205,7 +252,7 @@ class Builder {
       const int gate = g_.inplace({g_.op(Type::f32, {hv * heads, ub_, 1, 1}, {g_.view(q_full, q_shape)})});
       kqv = g_.inplace_as({hv * heads, ub_, 1, 1}, {kqv, gate});
     }
-    return g_.op(Type::f32, {e_, ub_, 1, 1}, {kqv});  // wo
+    return matmul({e_, ub_, 1, 1}, {kqv}, il, "attn_output", ub_);  // wo
     };
   }
 
@@ -341,11 +388,11 @@ class Builder {
     const int x = norm(ffn_inp);  // ffn_norm
     int ffn_out = -1;
     if (!m_.is_moe_layer(il)) {
-      ffn_out = dense(m_.ff, x, rows);
+      ffn_out = dense(m_.ff, x, rows, il, "");
     } else {
-      ffn_out = experts(x, rows);
+      ffn_out = experts(x, rows, il);
       if (m_.moe->shared_ff > 0) {  // shared experts: a dense FFN beside the routed ones, added to their sum
-        int shared = dense(m_.moe->shared_ff, x, rows);
+        int shared = dense(m_.moe->shared_ff, x, rows, il, "_shexp");
         if (arch_.shared_expert_gate) shared = g_.inplace({shared, g_.inplace({g_.op(Type::f32, {1, rows, 1, 1}, {x})})});
         ffn_out = g_.inplace({ffn_out, shared});
       }
@@ -353,10 +400,13 @@ class Builder {
     if (m_.post_norms) ffn_out = norm(ffn_out);
     return g_.inplace_as({e_, rows, 1, 1}, {ffn_out, ffn_inp});
   }
-  int dense(std::int64_t ff, int x, std::int64_t rows) {  // gate, up, GLU, down
-    const int gate = g_.op(Type::f32, {ff, rows, 1, 1}, {x});
-    const int up = g_.op(Type::f32, {ff, rows, 1, 1}, {x});
-    return g_.op(Type::f32, {e_, rows, 1, 1}, {glu(gate, up)});
+  // gate, up, GLU, down; suffix "_shexp" for the shared experts' weights
+  int dense(std::int64_t ff, int x, std::int64_t rows, int il, std::string_view suffix) {
+    auto name = [&](std::string_view base) { return std::string(base).append(suffix); };
+    const int gate = matmul({ff, rows, 1, 1}, {x}, il, name("ffn_gate"), rows);
+    const int up = matmul({ff, rows, 1, 1}, {x}, il, name("ffn_up"), rows);
+    const int act = glu(gate, up);
+    return matmul({e_, rows, 1, 1}, {act}, il, name("ffn_down"), rows);
   }
   // The gated activation: a GLU op into a new tensor since PR #14158 (build rule glu_op: ggml_swiglu_split); before
   // it the activation ran in place on the gate and the MUL by up in place on that (llama-graph.cpp build_ffn).
@@ -365,9 +415,9 @@ class Builder {
     return g_.op(Type::f32, g_.at(gate).ne, {gate, up});
   }
   // llama-graph.cpp build_moe_ffn: router, top-k, weights, MUL_MAT_ID over the chosen experts, their weighted sum.
-  int experts(int x, std::int64_t rows) {
+  int experts(int x, std::int64_t rows, int il) {
     const std::int64_t n_exp = m_.moe->experts, n_used = m_.moe->experts_used, ffe = m_.moe->expert_ff;
-    const int logits = g_.op(Type::f32, {n_exp, rows, 1, 1}, {x});
+    const int logits = matmul({n_exp, rows, 1, 1}, {x}, il, "ffn_gate_inp", rows);
     const int probs = g_.inplace({logits});  // SOFT_MAX, SIGMOID, or the router bias ADD
     // DeepSeek-V3 style: experts are chosen on the probabilities plus a correction bias (a new tensor: the
     // probabilities stay in use for the weights)
@@ -383,10 +433,10 @@ class Builder {
       if (arch_.moe_gating == "sigmoid_bias") weights = g_.inplace({weights});  // SCALE by expert_weights_scale
     }
     const int xs = g_.view(x, {e_, 1, rows, 1});
-    const int gate = g_.inplace({g_.op(Type::f32, {ffe, n_used, rows, 1}, {xs, top}), top});  // + ADD_ID bias
-    const int up = g_.inplace({g_.op(Type::f32, {ffe, n_used, rows, 1}, {xs, top}), top});
+    const int gate = g_.inplace({matmul({ffe, n_used, rows, 1}, {xs, top}, il, "ffn_gate_exps", rows), top});  // + ADD_ID bias
+    const int up = g_.inplace({matmul({ffe, n_used, rows, 1}, {xs, top}, il, "ffn_up_exps", rows), top});
     const int act = glu(gate, up);
-    const int down = g_.inplace({g_.op(Type::f32, {e_, n_used, rows, 1}, {act, top}), top});
+    const int down = g_.inplace({matmul({e_, n_used, rows, 1}, {act, top}, il, "ffn_down_exps", rows), top});
     const int weighted = g_.inplace({down, weights});
     int sum = g_.view(weighted, {e_, rows, 1, 1});
     for (std::int64_t i = 1; i < n_used; ++i) sum = g_.inplace_as({e_, rows, 1, 1}, {sum, g_.view(weighted, {e_, rows, 1, 1})});
@@ -404,6 +454,12 @@ class Builder {
   Graph g_;
   CacheInputs caches_[2];  // [0] full, [1] sliding
   int pos_ = -1, out_ids_ = -1, s_copy_ = -1;
+  struct Copy {
+    const HostWeight* weight;
+    bool seen;  // a matmul of the graph reads it
+  };
+  std::vector<std::vector<Copy>> by_layer_;  // the host weights by layer (the output matrix last); empty: none
+  std::vector<Copy> every_layer_;            // the host weights of every repeating layer (HostWeight::kEveryLayer)
 };
 }  // namespace
 

@@ -22,8 +22,16 @@ int kv_rotation_size(int head_size);
 // them (pass 5, "create a copy of the input in the split's backend": CUDA, ROCm, Vulkan, SYCL); or read in place
 // from host memory by a device whose buffer types include the host's (Metal on unified memory).
 enum class GraphInputs { in_buffer, copied, read_in_place };
+// GGML_OP_OFFLOAD_MIN_BATCH default: the batch from which CUDA, ROCm, Vulkan, SYCL and Metal take an op whose weight
+// lives in a host buffer (ggml-cuda.cu ggml_backend_cuda_device_offload_op, get_op_batch_size: ne[1] of a MUL_MAT,
+// ne[2] of a MUL_MAT_ID; ggml-vulkan.cpp, ggml-metal.cpp the same).
+constexpr int kOpOffloadMinBatch = 32;
+
 struct GraphTarget {
   GraphInputs inputs = GraphInputs::in_buffer;
+  // With op offload on a device that copies inputs: the host-resident matmul weights, each copied into the compute
+  // buffer for its matmul, and the layers whose K and V views are copied for their attention.
+  HostResident host;
   bool fa_f16_scratch = false;  // the FA node allocates f16 copies of non-f16 K/V (CUDA, ROCm)
   bool holds_output = true;     // the device runs the output layer (the logits block)
 };

@@ -255,6 +255,31 @@ void Placement::split(const std::vector<double>& weights) {
 }
 
 namespace {
+// A matmul weight's name within its layer: "blk.12.ffn_up.weight" -> "ffn_up", "output.weight" and the tied output
+// -> "output"; "" for what is not a ".weight" (biases, the token_embd lookup is excluded by the caller).
+std::string_view matrix_base(std::string_view name) {
+  if (name == kTiedOutputCopy) return "output";
+  constexpr std::string_view suffix = ".weight";
+  if (name.size() <= suffix.size() || name.substr(name.size() - suffix.size()) != suffix) return "";
+  name.remove_suffix(suffix.size());
+  if (name.rfind("blk.", 0) == 0) name.remove_prefix(std::min(name.size(), name.find('.', 4) + 1));
+  return name == "token_embd" ? "" : name;
+}
+
+// FNV-1a over the host weights: a key for the compute figures built with them (Setup::compute's memo).
+std::uint64_t digest(const std::vector<HostWeight>& weights) {
+  std::uint64_t h = 1469598103934665603ULL;
+  auto mix = [&](std::uint64_t v) {
+    for (int i = 0; i < 8; ++i) h = (h ^ ((v >> (8 * i)) & 0xff)) * 1099511628211ULL;
+  };
+  for (const auto& w : weights) {
+    mix(static_cast<std::uint64_t>(w.il));
+    for (char ch : w.base) mix(static_cast<unsigned char>(ch));
+    mix(static_cast<std::uint64_t>(w.bytes));
+  }
+  return h;
+}
+
 // "blk.12.attn_q.weight" -> 12; -1 for tensors outside the repeating layers.
 int layer_of(const std::string& name) {
   if (name.rfind("blk.", 0) != 0) return -1;
@@ -291,6 +316,23 @@ int device_of(bool on_host, int il, bool routed_expert, Name&& name, const Place
 struct WeightSums {
   Bytes dev = 0, dev_raw = 0, host = 0, host_raw = 0, largest_host_matrix = 0, lookup_host = 0;
   std::vector<Figure> per_device;
+  std::vector<HostWeight> host_weights;
+
+  // A host-resident matmul weight (nrows > 1: not a norm or bias; token_embd is read by GET_ROWS) as the GPU's copy
+  // of it, for the compute graph. il < 0 is the output layer. The repeating layers' weights are kept once per name,
+  // the largest, for every layer (HostWeight::kEveryLayer): layers of one kind are alike, so the peak a copy causes
+  // does not depend on which of them are in RAM, and the placement search shares one graph per weight format.
+  void add_host_weight(int il, const SizedWeights::Matrix& matrix, int n_layer) {
+    const int layer = il < 0 ? n_layer : HostWeight::kEveryLayer;
+    const std::string& base = matrix.base;
+    const Bytes bytes = matrix.gpu_bytes;
+    for (auto& w : host_weights)
+      if (w.il == layer && w.base == base) {
+        w.bytes = std::max(w.bytes, bytes);
+        return;
+      }
+    host_weights.push_back({layer, base, bytes});
+  }
 
   void add(int device, const SizedWeights::Part& t) {
     const bool gpu = device >= 0;
@@ -357,7 +399,9 @@ SizedWeights sized_weights(const ModelSpec& m, const WeightFormat& format, const
   const BackendSpec& cpu = engine.backend("cpu");
   SizedWeights out;
   out.exact = !m.file_tensors.empty();
-  auto keep = [&](int il, std::string_view base, bool on_host, const GgmlType& type, std::int64_t ne0, std::int64_t nrows, auto&& name) {
+  // `matrix`: the tensor's name within its layer when it is a matmul weight the GPU copies from RAM, else "".
+  auto keep = [&](int il, std::string_view base, std::string_view matrix, bool on_host, const GgmlType& type, std::int64_t ne0,
+                  std::int64_t nrows, auto&& name) {
     SizedWeights::Part t;
     t.il = il;
     t.expert = base.find("_exps") != std::string_view::npos;
@@ -370,6 +414,11 @@ SizedWeights sized_weights(const ModelSpec& m, const WeightFormat& format, const
     // op offload (ggml-cuda ggml_backend_cuda_device_offload_op): host weights used in matmuls are copied into the
     // GPU compute buffer for batches >= 32; token_embd is a get_rows, not a matmul.
     if (nrows > 1 && !t.token_embd) t.largest_cpu_matrix = t.cpu_raw;
+    t.first_matrix = static_cast<int>(out.matrices.size());
+    if (nrows > 1 && !matrix.empty() && matrix != "token_embd" && backend.id != "cpu") {
+      out.matrices.push_back({std::string(matrix), on_gpu.bytes});
+      t.n_matrices = 1;
+    }
     if (names) {
       out.names.push_back(name());
     } else if (!out.parts.empty() && il >= 0 && !on_host && out.parts.back().il == il && out.parts.back().expert == t.expert &&
@@ -378,6 +427,7 @@ SizedWeights sized_weights(const ModelSpec& m, const WeightFormat& format, const
       run.gpu = checked_add(run.gpu, t.gpu, "weight bytes"), run.gpu_raw = checked_add(run.gpu_raw, t.gpu_raw, "weight bytes");
       run.cpu = checked_add(run.cpu, t.cpu, "weight bytes"), run.cpu_raw = checked_add(run.cpu_raw, t.cpu_raw, "weight bytes");
       run.largest_cpu_matrix = std::max(run.largest_cpu_matrix, t.largest_cpu_matrix);
+      run.n_matrices += t.n_matrices;  // contiguous: the run is the last part
       return;
     }
     out.parts.push_back(t);
@@ -388,7 +438,7 @@ SizedWeights sized_weights(const ModelSpec& m, const WeightFormat& format, const
       const int il = layer_of(t.name);
       // a file's names: "token_embd.weight" is the lookup table, "..._exps" the routed experts
       const std::string_view base = t.name == "token_embd.weight" ? std::string_view("token_embd") : std::string_view(t.name);
-      keep(il, base, t.on_host, engine.type(t.type, field), t.ne0, t.nrows, [&] { return t.name; });
+      keep(il, base, matrix_base(t.name), t.on_host, engine.type(t.type, field), t.ne0, t.nrows, [&] { return t.name; });
     }
     return out;
   }
@@ -396,7 +446,9 @@ SizedWeights sized_weights(const ModelSpec& m, const WeightFormat& format, const
   check_has_recipe(m, format);
   RecipeTyper typer(m, format, engine);
   for_each_recipe_tensor(m, typer, [&](const RecipeTensor& t) {
-    keep(t.il, t.base, t.on_host, t.type, t.ne0, t.nrows, [&] { return tensor_name(t); });
+    const bool matmul = t.suffix == ".weight" || t.base == kTiedOutputCopy;
+    const std::string_view matrix = !matmul ? std::string_view() : t.base == kTiedOutputCopy ? std::string_view("output") : t.base;
+    keep(t.il, t.base, matrix, t.on_host, t.type, t.ne0, t.nrows, [&] { return tensor_name(t); });
   });
   return out;
 }
@@ -416,11 +468,15 @@ WeightBytes placed_weights(const SizedWeights& sized, const ModelSpec& m, const 
   for (size_t i = 0; i < sized.parts.size(); ++i) {
     const SizedWeights::Part& t = sized.parts[i];
     const int device = device_of(t.on_host, t.il, t.expert, [&]() -> const std::string& { return sized.names[i]; }, placement, overrides);
+    if (device < 0)
+      for (int k = t.first_matrix; k < t.first_matrix + t.n_matrices; ++k) sums.add_host_weight(t.il, sized.matrices[k], m.layers);
     if (t.tied_copy && !copy_allocated(device >= 0, backend, engine, m)) continue;
     sums.add(device, t);
   }
   WeightBytes out;
   out.largest_host_matrix = sums.largest_host_matrix;
+  out.host_weights_digest = digest(sums.host_weights);
+  out.host_weights = std::move(sums.host_weights);
   out.lookup_host = sums.lookup_host;
   const Bytes dev = sums.dev, dev_raw = sums.dev_raw, host = sums.host, host_raw = sums.host_raw;
   if (sized.exact) {  // the file's own tensors: what the backend allocates, to the byte

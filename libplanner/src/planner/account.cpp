@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "engines/serving.hpp"
+#include "memory/transformer_graph.hpp"
 #include "planner/setup.hpp"
 
 namespace kvplan::detail {
@@ -207,9 +208,6 @@ ContextShape main_shape(const Setup& s, const Candidate& c, int ctx) {
 
 // ggml-backend.cpp GGML_SCHED_MAX_COPIES: the copies of each split input the scheduler keeps under pipeline parallelism.
 constexpr int kSchedMaxCopies = 4;
-// GGML_OP_OFFLOAD_MIN_BATCH default: the batch from which CUDA, ROCm, Vulkan, SYCL and Metal take a matmul whose
-// weight lives in a host buffer (ggml-cuda.cu, ggml-vulkan.cpp, ggml-metal-device.m op_offload_min_batch_size).
-constexpr int kOpOffloadMinBatch = 32;
 
 int sched_copies(const Setup& s) { return s.resolved.pipeline_parallel ? kSchedMaxCopies : 1; }
 
@@ -217,37 +215,35 @@ int sched_copies(const Setup& s) { return s.resolved.pipeline_parallel ? kSchedM
 // Reserve-graph model, at n_ubatch >= 32 on a GPU (op offload): ggml_backend_sched_backend_id_from_cur gives a matmul
 // whose weight is in a host buffer to the GPU ("1.off"), and pass 2 ("expand gpu down/up") puts every op without a
 // weight there too, so the GPU buffer is the full-offload graph's and the host buffer holds the graph inputs only.
-// A device that cannot read host memory copies each such weight into its buffer at the start of the matmul's split
-// (pass 5), freed after it; the graph has no weights, so kvplan adds the largest copy to the peak (an over-estimate).
-// Otherwise (the closed forms, a CPU backend, or a batch below 32) the copy adds to the GPU's peak and the CPU
-// layers need a CPU compute buffer of their own.
+// A device that cannot read host memory copies each such weight into its buffer for the matmul's split (pass 5),
+// freed after it: the graph places each copy beside its matmul (transformer_graph.cpp Builder::matmul), so a copy
+// raises the peak only where it outgrows the rest of the graph (the Llama-3-8B -ngl 16 log: 1705 MiB, the attention
+// peak, no 411 MiB output-matrix copy on top). Metal reads host weights in place (compute.cpp graph_target).
+// Otherwise (the closed forms, a CPU backend, or a batch below 32) the largest copy adds to the GPU's peak and the
+// CPU layers need a CPU compute buffer of their own.
 ComputeBytes placed_compute(const Setup& s, const Candidate& c, const ContextShape& shape, const GgmlType& tk, const GgmlType& tv) {
   const Placement& place = c.placement;
   const ModelSpec& m = *s.model;
-  ComputeBytes compute = s.compute(m, shape, tk, tv, c.flash_attn, *s.backend, true, sched_copies(s));
-  if (!place.host_matmuls()) return compute;
+  if (!place.host_matmuls()) return s.compute(m, shape, tk, tv, c.flash_attn, *s.backend, true, sched_copies(s));
   const bool gpu = s.backend->id != "cpu";
-  const Bytes copy = c.weight_bytes.largest_host_matrix;
   const bool op_offload = gpu && shape.n_ubatch >= kOpOffloadMinBatch && s.engine->rule_holds("op_offload");
-  // Partial offload is checked against three GPU logs only (tests/validation/gpu_logs: -ngl 16, 7 and 0), and the
-  // graph has no weights: the upper bound stays widened by half (docs/formulas.md §9).
+  // the KV cache of the layers in RAM is read by the GPU's attention too (the KV follows its layer: kv_cache_bytes)
+  // (every layer's, as the weights: layers are alike, so the search over -ngl shares one graph)
+  const int kv_layers = op_offload && place.first_gpu_layer > 0 ? m.layers : 0;
+  ComputeBytes compute = s.compute(m, shape, tk, tv, c.flash_attn, *s.backend, true, sched_copies(s),
+                                   op_offload ? &c.weight_bytes : nullptr, kv_layers);
+  // Partial offload is checked against few GPU logs (tests/validation/gpu_logs: -ngl 16, 7 and 0 and --n-cpu-moe),
+  // and the copies' rows are placed, not measured: the upper bound stays widened by half (docs/formulas.md §9).
   if (gpu) compute.device.high += compute.device.high / 2;
-  if (op_offload && compute.from_graph) {
-    // Metal reads the host weight in place (see compute.cpp graph_target). Elsewhere the copy is freed after its
-    // split, so it competes with the graph's peak (the Llama-3-8B -ngl 16 log: 1705 MiB, no copy on top); kvplan
-    // still adds it to the peak, which stays above that log (+19 %) until the rows beside each copy are modelled.
-    if (s.backend->id != "metal") {
-      compute.device.bytes += copy;
-      compute.device.unpadded += copy;
-      compute.device.high += copy;
-    }
-    return compute;
-  }
-  if (op_offload) {
+  const bool copies_in_graph = compute.from_graph && (!c.weight_bytes.host_weights.empty() || s.backend->id == "metal");
+  if (op_offload && copies_in_graph) return compute;
+  const Bytes copy = c.weight_bytes.largest_host_matrix;
+  if (op_offload && s.backend->id != "metal") {
     compute.device.bytes += copy;
     compute.device.unpadded += copy;
     compute.device.high += copy;
   }
+  if (op_offload && compute.from_graph) return compute;
   if (place.first_gpu_layer > 0) {
     const ComputeBytes cpu_part = s.compute(m, shape, tk, tv, c.flash_attn, s.engine->backend("cpu"));
     compute.host.bytes += cpu_part.device.bytes;

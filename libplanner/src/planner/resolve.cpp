@@ -558,7 +558,11 @@ void resolve_overrides(Setup& s, const std::vector<Device>& devices) {
         weights.push_back(static_cast<double>((s.pools[i].capacity - s.pools[i].reserve) / kMiB));
     s.placement.split(weights);
     s.resolved.tensor_split = weights;
-    s.resolved.pipeline_parallel = s.placement.first_gpu_layer == 0 && s.placement.output_on_gpu;
+    // src/llama-context.cpp llama_context constructor: pipeline parallelism needs every layer and the output offloaded
+    // (n_gpu_layers > n_layer), split mode layer, no tensor overrides, and async compute with events on every device,
+    // which the Vulkan backend offers from build rule vulkan_pipeline_parallel (ggml-vulkan.cpp props caps).
+    s.resolved.pipeline_parallel = s.placement.first_gpu_layer == 0 && s.placement.output_on_gpu && s.placement.overrides.empty() &&
+                                   (s.backend->id != "vulkan" || s.engine->rule_holds("vulkan_pipeline_parallel"));
     if (s.draft) s.resolved.draft_device = prefix + "0";
   }
 }

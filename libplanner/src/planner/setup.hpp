@@ -75,7 +75,9 @@ struct Setup {
 
   // compute_bytes depends on the shape and the cache types, not on the weight format: the ranker asks for the same
   // figure once per format, and on the CPU backend each is a reserve graph built and placed (docs/benchmarks.md).
-  using ComputeKey = std::tuple<const ModelSpec*, const BackendSpec*, std::array<int, 10>, const GgmlType*, const GgmlType*, bool, bool>;
+  // The last field is the digest of the host weights a GPU copies under op offload (0: none).
+  using ComputeKey =
+      std::tuple<const ModelSpec*, const BackendSpec*, std::array<int, 11>, const GgmlType*, const GgmlType*, bool, bool, std::uint64_t>;
   mutable std::map<ComputeKey, ComputeBytes> compute_memo;
   // layer_caches of the main model and of the draft, worked out on first use (account() asks per candidate and context).
   mutable std::map<const ModelSpec*, std::vector<LayerCache>> layers_memo;
@@ -93,13 +95,18 @@ struct Setup {
   // Each format's tensors sized once: the placement search then only places them (memory/weights.hpp).
   mutable std::map<const WeightFormat*, SizedWeights> sized_memo;
   ComputeBytes compute(const ModelSpec& m, const ContextShape& sh, const GgmlType& tk, const GgmlType& tv, bool fa,
-                       const BackendSpec& b, bool holds_output = true, int n_copies = 1) const {
-    const std::array<int, 10> dims{sh.n_ctx, sh.n_ctx_seq, sh.n_stream, sh.n_seq, sh.unified ? 1 : 0, sh.n_ubatch, sh.n_batch,
-                                   sh.swa_cells, sh.n_outputs, n_copies};
-    const ComputeKey key{&m, &b, dims, &tk, &tv, fa, holds_output};  // types: the engine's own entries
+                       const BackendSpec& b, bool holds_output = true, int n_copies = 1,
+                       const WeightBytes* host_weights = nullptr, int host_kv_layers = 0) const {
+    const std::array<int, 11> dims{sh.n_ctx, sh.n_ctx_seq, sh.n_stream, sh.n_seq,     sh.unified ? 1 : 0, sh.n_ubatch,
+                                   sh.n_batch, sh.swa_cells, sh.n_outputs, n_copies, host_kv_layers};
+    const bool copies = host_weights && !host_weights->host_weights.empty();
+    const ComputeKey key{&m, &b, dims, &tk, &tv, fa, holds_output, copies ? host_weights->host_weights_digest : 0};  // types: the engine's own
     auto it = compute_memo.find(key);
     if (it == compute_memo.end())
-      it = compute_memo.emplace(key, compute_bytes(layers_of(m), m, *engine, sh, tk, tv, fa, b, holds_output, n_copies)).first;
+      it = compute_memo
+               .emplace(key, compute_bytes(layers_of(m), m, *engine, sh, tk, tv, fa, b, holds_output, n_copies,
+                                           HostResident{copies ? &host_weights->host_weights : nullptr, host_kv_layers}))
+               .first;
     return it->second;
   }
 };
