@@ -242,8 +242,8 @@ Quality assess(const PriorParams& p, const QualityInput& in, const CellEvidence*
     cite("k4_vs_v4");
     if (attended_context(*in.model, in.ctx) > p.ctx_floor) cite("k4_ctx_growth");
     if (rot_k) cite("k4_rotation");
-  } else if (k.quantized() && k.k_bits < 8) {
-    cite("k4_rotation");
+  } else if ((in.rotation || k.rotation == "builtin") && k.quantized() && k.k_bits < 8) {
+    cite("k4_rotation");  // a 5-6-bit K that is rotated; not a float type that is merely robust to outliers (fp8)
   }
   if (!k_low && v_low) cite("v4_cheap");
   if ((k.quantized() && k.k_bits >= 8) || (v.quantized() && v.v_bits >= 8)) cite("q8_free");
@@ -252,10 +252,12 @@ Quality assess(const PriorParams& p, const QualityInput& in, const CellEvidence*
     if (f->all_bits > 1 && any_quantized) cite("sinks_swa");
   }
   if (q.task_factor > 3 && any_quantized) cite("tool_calls_long_ctx");
-  if (in.weights->rel_loss > 0) {
-    q.evidence.push_back(fmt::format("{} weights: +{} perplexity on LLaMA-3-8B{} [{}]", in.weights->id, pct(in.weights->rel_loss),
-                                     in.weights->rel_loss_estimate ? " (estimate)" : "",
-                                     in.weights->quality_source.empty() ? "data/weights" : "llama.cpp PR #6936"));
+  if (const WeightFormat& wf = *in.weights; wf.rel_loss > 0) {
+    // a format without its own measurement borrows a GGUF format's (quality_as): say whose figure it is
+    const std::string stand_in = wf.quality_as.empty() ? "" : fmt::format(" (taken as {}'s)", wf.quality_as);
+    q.evidence.push_back(fmt::format("{} weights: +{} perplexity on LLaMA-3-8B{}{} [{}]", wf.id, pct(wf.rel_loss), stand_in,
+                                     wf.rel_loss_estimate && stand_in.empty() ? " (estimate)" : "",
+                                     wf.quality_source.empty() ? "data/weights" : "llama.cpp PR #6936"));
   }
   return q;
 }
