@@ -911,13 +911,16 @@ class Checker:
             self.res.fail("expect.verdict", f"verdict {plan.verdict!r}, expected {exp['verdict']!r}")
         if "mode" in exp and plan.mode != exp["mode"]:
             self.res.fail("expect.mode", f"resolved.mode {plan.mode!r}, expected {exp['mode']!r}")
-        if "suggestion_contains" in exp or "suggestion_k_bits_min" in exp:
+        if "suggestion_contains" in exp or "suggestion_k_bits_min" in exp or "suggestion_lacks" in exp:
             sugg = [s for s in plan.d.get("suggestions") or [] if isinstance(s, dict)]
             texts = [(str(s.get("summary", "")) + " " + " ".join(map(str, s.get("args") or []))).lower() for s in sugg]
             for sub in exp.get("suggestion_contains", []):
                 if not any(sub.lower() in t for t in texts):
                     self.res.fail("expect.suggestion", f"no suggestion mentions {sub!r} "
                                                        f"({len(sugg)} suggestions: {[s.get('summary') for s in sugg][:3]})")
+            for sub in exp.get("suggestion_lacks", []):
+                if any(sub.lower() in t for t in texts):
+                    self.res.fail("expect.suggestion", f"a suggestion mentions {sub!r}, which the expert rules out")
             if "suggestion_k_bits_min" in exp:
                 ks = [k_bits((s.get("option") or {}).get("cache_type_k")) for s in sugg]
                 if not any(k >= exp["suggestion_k_bits_min"] for k in ks):

@@ -115,7 +115,15 @@ std::vector<const GpuSpec*> larger_devices(const Setup& s) {
 void when_nothing_acceptable(const Setup& s, std::vector<Suggestion>& out) {
   const Request& r = s.request;
   const Catalog& c = *s.catalog;
-  if (pins_something(r)) add(out, verify(c, unpinned(r), "let kvplan choose the weights, context, cache types and placement"));
+  // When kvplan's own choice works on this device at the context asked for, the pin was the problem: a smaller model
+  // or a larger card would trade away what the user has for nothing (a Q4_K_M 270M model on 8 GB is not short of
+  // memory, its weights are too lossy).
+  bool pin_is_the_problem = false;
+  if (pins_something(r))
+    if (auto sug = verify(c, unpinned(r), "let kvplan choose the weights, context, cache types and placement")) {
+      pin_is_the_problem = !r.ctx_size || sug->option.ctx_size >= *r.ctx_size;  // it keeps the context asked for
+      add(out, std::move(sug));
+    }
   if (s.runtime) {
     Request e = r;
     e.engine = "llama.cpp";
@@ -124,6 +132,7 @@ void when_nothing_acceptable(const Setup& s, std::vector<Suggestion>& out) {
       e.ctx_size = static_cast<int>(std::min<long long>(1LL << 30, static_cast<long long>(*e.ctx_size) * std::max(1, e.n_parallel)));
     add(out, verify(c, e, fmt::format("llama.cpp instead of {} (more weight formats, and layers or experts in RAM)", s.runtime->name)));
   }
+  if (pin_is_the_problem) return;
   if (!r.model_spec) {
     int tried = 0;
     for (const ModelSpec* m : smaller_models(c, *s.model)) {
