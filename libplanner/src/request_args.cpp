@@ -74,7 +74,8 @@ std::vector<std::string> request_args(const Request& r) {
   if (r.reserve) put("--reserve", size_arg(*r.reserve));
   if (r.free) put("--free", size_arg(*r.free));
   if (!r.free_per_gpu.empty()) put("--free", "auto");  // several GPUs' free memory has no one-value spelling
-  if (r.host_ram) put("--ram", size_arg(*r.host_ram));
+  // RAM kvplan read from this machine (or KVPLAN_RAM) is read again when the command runs: no bytes figure to retype
+  if (r.host_ram && (r.host_ram_source.empty() || r.host_ram_source == "--ram")) put("--ram", size_arg(*r.host_ram));
   if (r.host_bandwidth_gbs) put("--ram-bandwidth", fmt::format("{:g}", *r.host_bandwidth_gbs));
   if (!r.model_draft.empty() || r.model_draft_spec)
     put("--model-draft", r.model_draft_spec && !r.model_draft_spec->file_paths.empty() ? r.model_draft_spec->file_paths.front() : r.model_draft);
