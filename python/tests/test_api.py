@@ -66,10 +66,12 @@ def test_repr_and_html(mission: kvplan.Plan) -> None:
 
 
 def test_nothing_fits() -> None:
-    p = kvplan.plan(gpu="8GB", model="llama-3.1-70b", host_ram="16GB", top=2)  # no room for the layers in RAM either
-    assert not p.fits and p.recommended is None and p.nothing_fits and "would fit a device" in p.nothing_fits
+    p = kvplan.plan(gpu="8GB", model="llama-3.1-70b", host_ram="8GB", top=2)  # no room for the layers in RAM either
+    assert not p.fits and p.recommended is None and p.nothing_fits and "would fit with host RAM" in p.nothing_fits
     assert p.verdict == "nothing_fits" and p.to_dict()["verdict"] == "nothing_fits"
-    assert len(p.options) == 2 and not p.options[0].fits and p.options[0].memory.headroom_bytes < 0
+    assert len(p.options) == 2 and not p.options[0].fits  # the GPU holds its layers; host RAM is what falls short
+    pools = {u["pool"]: u for u in p.options[0].to_dict()["pools"]}
+    assert pools["gpu0"]["headroom_bytes"] >= 0 and pools["host"]["headroom_bytes"] < 0
     assert "NOTHING FITS" in repr(p) and "Nothing fits" in p._repr_html_() and "DOES NOT FIT" in repr(p.options[0])
 
 

@@ -79,7 +79,7 @@ def test_accept_risk_takes_the_least_bad(unacceptable: kvplan.Plan) -> None:
 
 
 def test_nothing_fits_verdict_has_suggestions() -> None:
-    p = kvplan.plan(gpu="8GB", model="llama-3.1-70b-instruct", host_ram="16GB")
+    p = kvplan.plan(gpu="8GB", model="llama-3.1-70b-instruct", host_ram="8GB")
     assert p.verdict == "nothing_fits" and not p.fits and p.recommended is None and p.nothing_acceptable is None
     assert p.suggestions and all(s.replan().recommended is not None for s in p.suggestions)
 

@@ -167,14 +167,25 @@ TEST_CASE("Ollama: llama.cpp's memory, one cache type, per-slot num_ctx, env and
   REQUIRE(!two.options.empty());
   CHECK(two.options.front().ctx_per_slot == 16384);
   CHECK(two.options.front().launches[1].text.find("PARAMETER num_ctx 16384") != std::string::npos);
-  // A catalog model named by its Ollama tag (an alias of data/models/qwen3.yaml) is pulled by that tag, whatever the
-  // case it was typed in; named by its id it stays the GGUF file beside the Modelfile.
+  // An Ollama tag that names its quantization pulls exactly the file planned: the Modelfile uses it as typed. A bare
+  // tag (an alias of data/models/qwen3.yaml) pulls the weights Ollama chose for it, unknown offline: the Modelfile
+  // names the GGUF file of the planned weights and says why, so the launch never starts other weights than planned.
+  for (const char* tag : {"qwen3:30b-a3b-q4_K_M", "Qwen3:30B-A3B-Q4_K_M"}) {
+    Request t = ask("ollama", "rtx5090", tag);
+    t.ctx_size = 8192;
+    const Plan pt = plan(kvtest::catalog(), t);
+    REQUIRE(!pt.options.empty());
+    CHECK(pt.options.front().weights == "Q4_K_M");
+    CHECK(pt.options.front().launches[1].text == std::string("FROM ") + tag + "\nPARAMETER num_ctx 8192");
+  }
   for (const char* tag : {"qwen3:30b", "Qwen3:30B"}) {
     Request t = ask("ollama", "rtx5090", tag);
     t.ctx_size = 8192;
     const Plan pt = plan(kvtest::catalog(), t);
     REQUIRE(!pt.options.empty());
-    CHECK(pt.options.front().launches[1].text.rfind("FROM qwen3:30b\nPARAMETER num_ctx 8192", 0) == 0);
+    const std::string& modelfile = pt.options.front().launches[1].text;
+    CHECK(modelfile.rfind(std::string("# ") + tag + " pulls the weights Ollama chose", 0) == 0);
+    CHECK(modelfile.find("\nFROM ./Qwen3-30B-A3B-" + pt.options.front().weights + ".gguf\nPARAMETER num_ctx 8192") != std::string::npos);
   }
   Request by_id = ask("ollama", "rtx5090", "qwen3-30b-a3b");
   by_id.ctx_size = 8192;

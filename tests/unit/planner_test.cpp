@@ -132,7 +132,7 @@ TEST_CASE("nothing fits is a result that says what is missing") {
   Request r;
   r.gpu = "8GB";
   r.model = "llama-3.1-70b-instruct";
-  r.host_ram = 16LL << 30;  // too little RAM to hold the layers that do not fit the GPU
+  r.host_ram = 8LL << 30;  // too little RAM to hold the layers that do not fit the GPU, even of IQ2_S (~20 GiB)
   const Plan p = plan(kvtest::catalog(), r);
   CHECK_FALSE(p.fits());
   CHECK(p.verdict == "nothing_fits");

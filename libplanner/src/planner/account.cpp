@@ -331,7 +331,8 @@ void record_allocations(const Setup& s, const Candidate& c, int ctx, const Conte
 // The smallest headroom over the pools of a llama.cpp candidate at ctx (negative: it does not fit), without
 // building the option: the context search asks it several times per candidate. The pools are summed as sum_pools
 // does, with the same checks.
-Bytes headroom_at(const Setup& s, const Candidate& c, int ctx) {
+// The tightest headroom at `ctx` over every pool, or over the devices only (not host RAM).
+Bytes headroom_at(const Setup& s, const Candidate& c, int ctx, bool devices_only = false) {
   std::vector<PoolUsage> usage(s.pools.size());
   auto record = [&](const char*, const char* what, const std::string& pool, const Figure& f) {
     for (size_t i = 0; i < s.pools.size(); ++i)
@@ -341,7 +342,8 @@ Bytes headroom_at(const Setup& s, const Candidate& c, int ctx) {
   };
   record_allocations(s, c, ctx, main_shape(s, c, ctx), record);
   Bytes least = std::numeric_limits<Bytes>::max();
-  for (size_t i = 0; i < s.pools.size(); ++i) least = std::min(least, pool_usage(s.pools[i], usage[i]).headroom);
+  for (size_t i = 0; i < s.pools.size(); ++i)
+    if (!devices_only || s.pools[i].kind != "host") least = std::min(least, pool_usage(s.pools[i], usage[i]).headroom);
   return least;
 }
 
@@ -352,6 +354,8 @@ int linear_guess(int lo, Bytes headroom_lo, int hi, Bytes headroom_hi) {
 }
 
 }  // namespace
+
+bool devices_fit(const Setup& s, const Candidate& c, int ctx) { return headroom_at(s, c, ctx, true) >= 0; }
 
 Option account(const Setup& s, const Candidate& c, int ctx) {
   if (s.own_memory) return account_runtime(s, c, ctx);

@@ -23,9 +23,13 @@ Candidate placed(const Setup& s, const Candidate& c, bool experts, int n) {
 std::optional<Candidate> offloaded(const Setup& s, const Candidate& c, int ctx) {
   const ModelSpec& m = *s.model;
   const bool experts = m.moe && !(s.runtime && s.runtime->kind == "ollama");  // Ollama cannot pass --n-cpu-moe
-  auto fits = [&](int n) { return account(s, placed(s, c, experts, n), ctx).fits(); };
+  // The search asks the GPU only: more in RAM never needs more GPU memory, but it needs more RAM, so the placement
+  // with the least in RAM that the GPU holds is also the one most likely to fit RAM (which the caller checks).
+  // Asking both made it monotonic in neither: Qwen3-30B-A3B Q6_K on 24 GB with 22 GiB of RAM failed because all
+  // experts in RAM overflow RAM, though 9 layers' experts (4.4 GiB) fit both.
+  auto fits = [&](int n) { return devices_fit(s, placed(s, c, experts, n), ctx); };
   if (experts) {
-    // the fewest layers whose experts go to RAM (more in RAM never needs more GPU memory)
+    // the fewest layers whose experts go to RAM
     if (!fits(m.layers)) return placed(s, c, true, m.layers);  // all of them; the context search shortens the rest
     int lo = 0, hi = m.layers;  // lo does not fit (full offload failed), hi fits
     while (hi - lo > 1) {

@@ -140,6 +140,8 @@ WeightBytes candidate_weight_bytes(const Setup& s, const WeightFormat& f, const 
 
 // ---- account.cpp: every allocation of one candidate at one context, pool by pool ----
 Option account(const Setup& s, const Candidate& c, int ctx);
+// Whether the GPU(s) hold the option at `ctx`, whatever host RAM says (llama.cpp's own memory model only).
+bool devices_fit(const Setup& s, const Candidate& c, int ctx);
 int largest_fitting_ctx(const Setup& s, const Candidate& c, int cap);
 
 // ---- placement.cpp: the candidate with layers or experts in RAM so that it fits at ctx (nullopt: never) ----
