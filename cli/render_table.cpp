@@ -69,7 +69,9 @@ std::string header(const Plan& p) {
   } else {
     // A detected device says how it was found; a size the user typed says how kvplan reads it.
     const std::string note = !dev.detected.empty() ? " (detected: " + dev.detected + ")" : size_only ? bare_size_note(p) : "";
-    out += fmt::format("Device   {} = {} GiB{}\n", size_only ? bare_size_device(p) : dev.device, gib(dev.capacity), note);
+    // a bare size split by tensor/pipeline parallelism keeps the layout kvplan names ("2 x 24GB GPU (...) (TP 2; ...)")
+    const bool one_gpu = p.resolved.tensor_parallel <= 1 && dev.device.find("figures per GPU") == std::string::npos;
+    out += fmt::format("Device   {} = {} GiB{}\n", size_only && one_gpu ? bare_size_device(p) : dev.device, gib(dev.capacity), note);
   }
   std::string budget = fmt::format("{} GiB", gib(dev.capacity));
   if (dev.reserve > 0) budget += fmt::format(" - reserve {}", gib(dev.reserve));

@@ -384,7 +384,17 @@ std::vector<std::string> device_specs(Setup& s) {
   if (several && s.runtime) {
     const bool same = std::all_of(specs.begin(), specs.end(), [&](const std::string& g) { return g == specs.front(); });
     const std::string tp = s.runtime->kind == "vllm" ? "--tensor-parallel-size" : "--tp";
-    throw InputError("--gpu", same ? fmt::format("{}x{}", specs.size(), specs.front()) : r.gpu,
+    const bool splits = s.runtime->kind == "vllm" || s.runtime->kind == "sglang";
+    if (same && splits && r.tensor_parallel == 1 && r.pipeline_parallel == 1 && r.nodes <= 1) {
+      // n identical GPUs named one by one mean what one --gpu and --tp n say: the way both engines use them on a node
+      s.request.tensor_parallel = static_cast<int>(specs.size());
+      s.request.extra_gpus.clear();
+      s.warnings.push_back(fmt::format("{} x {} under {}: planned as {} {} (tensor parallelism, the engine's way to use several GPUs "
+                                       "of one node; give --pipeline-parallel-size for stages instead)",
+                                       specs.size(), specs.front(), s.runtime->name, tp, specs.size()));
+      return {specs.front()};
+    }
+    throw InputError("--gpu", same ? fmt::format("{}x{}", specs.size(), specs.front()) : fmt::format("{}", fmt::join(specs, ", ")),
                      s.runtime->kind == "vllm" || s.runtime->kind == "sglang"
                          ? s.runtime->name + " splits a model with " + tp + " over identical GPUs: one --gpu and the count"
                          : "several GPUs are planned for llama.cpp (and vLLM/SGLang tensor parallelism) only",
