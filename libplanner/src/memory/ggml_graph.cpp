@@ -277,18 +277,20 @@ bool earlier_tensors_kept(const Graph& g, const Placement& now, const Cut& c) {
 }  // namespace
 
 std::optional<std::int64_t> proven_peak_bytes(const Graph& g, std::int64_t alignment) {
-  const std::optional<Cut>& cut = g.cut();
-  if (cut && !periods_repeat(g, *cut)) return std::nullopt;
+  const std::vector<Cut>& cuts = g.cuts();
+  for (std::size_t k = 0; k < cuts.size(); ++k)
+    if (!periods_repeat(g, cuts[k]) || (k > 0 && cuts[k - 1].p4 > cuts[k].p0)) return std::nullopt;
   Placement placement(g, alignment);
   std::vector<State> at_p1;
   std::vector<DynAllocator::Block> blocks_p1;
+  auto cut = cuts.begin();  // the cut whose periods are next
   for (int i : g.nodes()) {
-    if (cut && i == cut->p1) {
+    if (cut != cuts.end() && i == cut->p1) {
       at_p1.assign(placement.states().begin(), placement.states().begin() + cut->p2);
       blocks_p1 = placement.blocks();
-    } else if (cut && i == cut->p2 && !state_repeats(placement, at_p1, blocks_p1, *cut)) {
+    } else if (cut != cuts.end() && i == cut->p2 && !state_repeats(placement, at_p1, blocks_p1, *cut)) {
       return std::nullopt;
-    } else if (cut && i == cut->p3 && !earlier_tensors_kept(g, placement, *cut)) {
+    } else if (cut != cuts.end() && i == cut->p3 && !earlier_tensors_kept(g, placement, *(cut++))) {
       return std::nullopt;
     }
     placement.place(i);

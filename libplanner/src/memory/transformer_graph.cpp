@@ -48,21 +48,31 @@ struct LayerCut {
   int left_out() const { return to - from; }
 };
 
-// The cut leaving out the most layers (none: left_out() == 0), in periods of period_factor times the layers' period.
-// A run [s, e + p) repeats with period p when layer i is layer i + p for i in [s, e).
-LayerCut find_cut(const std::vector<LayerTraits>& layers, int period_factor) {
+// The cuts leaving out the most layers, in layer order, each in periods of period_factor times its run's period; the
+// layers each one keeps around it (the periods before it, the one after) are no other cut's. A run [s, e + p) repeats
+// with period p when layer i is layer i + p for i in [s, e).
+std::vector<LayerCut> find_cuts(const std::vector<LayerTraits>& layers, int period_factor) {
   const int n = static_cast<int>(layers.size());
-  LayerCut best;
   constexpr int kept = LayerCut::kKeptBefore;
+  std::vector<LayerCut> runs;
   for (int p = 1; p <= LayerCut::kMaxPeriod; ++p) {
     const int cut_period = p * period_factor;
     for (int s = 0, e = 0; s + p < n; s = e + 1) {
       for (e = s; e + p < n && layers[static_cast<std::size_t>(e)] == layers[static_cast<std::size_t>(e + p)];) ++e;
       const int left_out = ((e + p - s) / cut_period - kept - 1) * cut_period;
-      if (left_out > best.left_out()) best = {s + kept * cut_period, s + kept * cut_period + left_out, cut_period};
+      if (left_out > 0) runs.push_back({s + kept * cut_period, s + kept * cut_period + left_out, cut_period});
     }
   }
-  return best;
+  std::stable_sort(runs.begin(), runs.end(), [](const LayerCut& a, const LayerCut& b) { return a.left_out() > b.left_out(); });
+  auto span = [](const LayerCut& c) { return std::pair{c.from - (kept - 1) * c.period, c.to + c.period}; };
+  std::vector<LayerCut> out;
+  for (const LayerCut& c : runs) {
+    const auto [lo, hi] = span(c);
+    if (std::none_of(out.begin(), out.end(), [&](const LayerCut& o) { return lo < span(o).second && span(o).first < hi; }))
+      out.push_back(c);
+  }
+  std::sort(out.begin(), out.end(), [](const LayerCut& a, const LayerCut& b) { return a.from < b.from; });
+  return out;
 }
 
 // Builds the graph in llama.cpp's node order; each method adds one block of a layer and returns its output.
@@ -113,10 +123,11 @@ class Builder {
     // last explicit expand: SET_ROWS into the cache, the recurrent state copies) join the graph only when the next
     // layer's first expand pulls them in, after that layer's state gathers (build_rs expands them first).
     std::function<int()> rest;  // the previous layer's remaining nodes; returns its output
-    const LayerCut cut = cut_ > 0 ? find_cut(traits_, cut_) : LayerCut{};
+    const std::vector<LayerCut> cuts = cut_ > 0 ? find_cuts(traits_, cut_) : std::vector<LayerCut>{};
     std::vector<int> starts(traits_.size() + 1, -1);  // each built layer's first tensor
+    auto next_cut = cuts.begin();
     for (int il = 0; il < static_cast<int>(traits_.size()); ++il) {
-      if (cut.left_out() > 0 && il == cut.from) il = cut.to;
+      if (next_cut != cuts.end() && il == next_cut->from) il = (next_cut++)->to;
       starts[static_cast<std::size_t>(il)] = static_cast<int>(g_.tensors().size());
       const LayerTraits& layer = traits_[static_cast<std::size_t>(il)];
       if (!layer.recurrent && layer.kv_heads <= 0) return std::nullopt;
@@ -141,7 +152,7 @@ class Builder {
       rest = [this, il, block, inp_sa] { return feed_forward(il, block(), inp_sa); };
     }
     cur = rest();
-    if (cut.left_out() > 0) record_cut(cut, starts);
+    for (const LayerCut& cut : cuts) record_cut(cut, starts);
     if (target_.holds_output) {  // else another device of a layer split holds the logits
       int result_norm = norm(cur);
       if (arch_.outputs_after_norm) result_norm = g_.op(Type::f32, {e_, n_out_, 1, 1}, {result_norm, output_ids()});
@@ -181,7 +192,7 @@ class Builder {
   void record_cut(const LayerCut& cut, const std::vector<int>& starts) {
     auto start = [&](int il) { return starts.at(static_cast<std::size_t>(il)); };
     const int p = cut.period;
-    g_.set_cut({start(cut.from - 3 * p), start(cut.from - 2 * p), start(cut.from - p), start(cut.to), start(cut.to + p)});
+    g_.add_cut({start(cut.from - 3 * p), start(cut.from - 2 * p), start(cut.from - p), start(cut.to), start(cut.to + p)});
     for (int il = cut.from; il < cut.to && static_cast<std::size_t>(il) < by_layer_.size(); ++il) {
       const auto& kept = by_layer_[static_cast<std::size_t>(cut.from - p + (il - cut.from) % p)];
       auto& left_out = by_layer_[static_cast<std::size_t>(il)];
