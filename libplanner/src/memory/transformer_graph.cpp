@@ -51,7 +51,15 @@ struct LayerCut {
 // The cuts leaving out the most layers, in layer order, each in periods of period_factor times its run's period; the
 // layers each one keeps around it (the periods before it, the one after) are no other cut's. A run [s, e + p) repeats
 // with period p when layer i is layer i + p for i in [s, e).
-std::vector<LayerCut> find_cuts(const std::vector<LayerTraits>& layers, int period_factor) {
+std::vector<LayerCut> find_cuts(const std::vector<LayerTraits>& traits, int period_factor) {
+  // each layer as the index of the first layer with its traits: the run search compares integers
+  std::vector<int> layers(traits.size());
+  std::vector<int> distinct;
+  for (std::size_t il = 0; il < traits.size(); ++il) {
+    auto same = std::find_if(distinct.begin(), distinct.end(), [&](int d) { return traits[static_cast<std::size_t>(d)] == traits[il]; });
+    if (same == distinct.end()) same = distinct.insert(distinct.end(), static_cast<int>(il));
+    layers[il] = *same;
+  }
   const int n = static_cast<int>(layers.size());
   constexpr int kept = LayerCut::kKeptBefore;
   std::vector<LayerCut> runs;
