@@ -305,8 +305,14 @@ void judge(const Setup& s, Plan& out) {
 }  // namespace detail
 
 Plan plan(const Catalog& catalog, const Request& request) {
+  return detail::plan_sharing(catalog, request, std::make_shared<detail::ComputeMemo>());
+}
+
+Plan detail::plan_sharing(const Catalog& catalog, const Request& request, const std::shared_ptr<ComputeMemo>& memo) {
   using namespace detail;
-  const Setup s = resolve(catalog, request);
+  Setup resolved_setup = resolve(catalog, request);
+  resolved_setup.compute_memo = memo;
+  const Setup& s = resolved_setup;
   Plan out;
   out.request = request;  // what was asked, as given
   out.resolved = s.resolved;

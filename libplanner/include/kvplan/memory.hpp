@@ -41,6 +41,7 @@ struct LayerCache {
   std::int64_t idx_width = 0;  // the DSA lightning indexer's key row (one head of indexer key length, type_k), 0 without
   std::int64_t r_width = 0, s_width = 0;  // recurrent state per sequence, f32 elements
   int head_k = 0, head_v = 0;                // n_embd_head_k(il), n_embd_head_v(il); head_v 0 for MLA
+  bool operator==(const LayerCache&) const = default;
 };
 std::vector<LayerCache> layer_caches(const ModelSpec& model, const EngineSpec& engine);
 

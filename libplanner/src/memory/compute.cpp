@@ -91,15 +91,28 @@ std::optional<GraphTarget> graph_target(const BackendSpec& backend, bool holds_o
   return t;
 }
 
-// A GPU's compute buffers from the reserve graph: the device's placement peak and the host buffer's inputs. Under
-// pipeline parallelism every split input is kept n_copies times and never reused (ggml-backend.cpp pass 5).
-ComputeBytes graph_compute(ggml_graph::Graph graph, const EngineSpec& engine, const BackendSpec& backend, int n_copies) {
+// The compute buffers from the reserve graph; nullopt where the graph has a cut whose repeat is not proven. On the CPU
+// backend one buffer holds every graph tensor, inputs included. On a GPU, the device's placement peak and the host
+// buffer's inputs; under pipeline parallelism every split input is kept n_copies times and never reused
+// (ggml-backend.cpp pass 5). A cut graph has the whole graph's inputs and host tensors (proven_peak_bytes checks that
+// no left-out layer has any).
+std::optional<ComputeBytes> graph_compute(ggml_graph::Graph graph, const EngineSpec& engine, const BackendSpec& backend, int n_copies) {
+  if (backend.id == "cpu") {
+    const auto peak = ggml_graph::proven_peak_bytes(graph, backend.alignment);
+    if (!peak) return std::nullopt;
+    ComputeBytes out;
+    out.device = estimate_with_error(static_cast<double>(*peak), backend.compute_rel_error);
+    out.from_graph = true;
+    return out;
+  }
   double device = 0;
   if (n_copies > 1) {
     graph.keep_inputs();
     device = static_cast<double>(ggml_graph::input_bytes(graph, backend.alignment)) * (n_copies - 1);
   }
-  device += static_cast<double>(ggml_graph::peak_bytes(graph, backend.alignment) + graph.unplaced());
+  const auto peak = ggml_graph::proven_peak_bytes(graph, backend.alignment);
+  if (!peak) return std::nullopt;
+  device += static_cast<double>(*peak + graph.unplaced());
   // the host buffer (CUDA_Host pinned memory, or the CPU buffer) has the CPU's alignment (TENSOR_ALIGNMENT)
   const double host = static_cast<double>(ggml_graph::host_bytes(graph, engine.backend("cpu").alignment, n_copies));
   ComputeBytes out;
@@ -130,14 +143,14 @@ ComputeBytes compute_bytes(const std::vector<LayerCache>& layers, const ModelSpe
   // Where kvplan models the architecture's reserve graph node by node, its placement by ggml-alloc gives the
   // buffers: on the CPU backend one buffer holds every graph tensor, inputs included; on a GPU the scheduler keeps
   // the inputs in the host buffer and the device holds the rest (and copies of the inputs it reads).
+  // The graph is built with its alike layers cut out first (the cost of a graph then does not grow with depth): by the
+  // layers' period, then by twice it, then whole where neither cut's repeat is proven (over the catalog: Mamba-Codestral, whose free
+  // blocks settle only after more layers than a cut keeps; tests/unit/memory_test.cpp counts them).
   if (const auto target = graph_target(backend, holds_output, in_ram)) {
-    if (const auto graph = reserve_graph(m, engine, s, type_k, type_v, flash_attn, *target)) {
-      if (backend.id != "cpu") return graph_compute(*graph, engine, backend, n_copies);
-      ComputeBytes out;
-      out.device = estimate_with_error(static_cast<double>(ggml_graph::peak_bytes(*graph, backend.alignment)),
-                                       backend.compute_rel_error);
-      out.from_graph = true;
-      return out;
+    for (const int cut : {1, 2, 0}) {
+      auto graph = reserve_graph(m, engine, s, type_k, type_v, flash_attn, *target, cut);
+      if (!graph) break;
+      if (auto out = graph_compute(std::move(*graph), engine, backend, n_copies)) return *out;
     }
   }
   // The closed forms below stay for what has no graph model: architectures without a modelled graph (legacy MLA,

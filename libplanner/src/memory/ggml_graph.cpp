@@ -124,11 +124,13 @@ class DynAllocator {
     blocks_.insert(pos, {offset, size});
   }
   std::int64_t max_size() const { return max_; }
-
- private:
   struct Block {
     std::int64_t offset, size;
+    bool operator==(const Block&) const = default;
   };
+  const std::vector<Block>& blocks() const { return blocks_; }
+
+ private:
   std::int64_t alignment_;
   std::vector<Block> blocks_;
   std::int64_t max_ = 0;
@@ -138,29 +140,58 @@ struct State {
   int children = 0, views = 0;
   bool allocated = false;
   std::int64_t offset = 0;
+  bool operator==(const State& o) const {
+    return children == o.children && views == o.views && allocated == o.allocated && (!allocated || offset == o.offset);
+  }
+  bool idle() const { return children == 0 && views == 0 && !allocated; }
 };
 
-}  // namespace
+// ggml_gallocr_alloc_graph_impl: the leafs placed first, each node's readers and views counted, then node by node.
+class Placement {
+ public:
+  Placement(const Graph& g, std::int64_t alignment) : T_(g.tensors()), st_(T_.size()), mem_(alignment) {
+    for (int l : g.leafs()) allocate(l);
+    for (int i : g.nodes()) {
+      const Tensor& t = T_[at(i)];
+      if (t.view_of >= 0) ++st_[at(t.view_of)].views;
+      for (int p : t.srcs) ++st_[at(p)].children;
+    }
+  }
+  // One node: its parents and itself placed, then each parent released after its last reader.
+  void place(int i) {
+    const Tensor& t = T_[at(i)];
+    for (int p : t.srcs) allocate(p);
+    allocate(i);
+    for (int p : t.srcs) {
+      State& ps = st_[at(p)];
+      if (--ps.children != 0 || ps.views != 0) continue;
+      if (T_[at(p)].view_of >= 0) {
+        State& rs = st_[at(T_[at(p)].view_of)];
+        if (--rs.views == 0 && rs.children == 0 && rs.allocated) release(T_[at(p)].view_of);
+      } else if (ps.allocated) {
+        release(p);
+      }
+    }
+  }
+  std::int64_t peak() const { return mem_.max_size(); }
+  const State& state(int i) const { return st_[at(i)]; }
+  const std::vector<State>& states() const { return st_; }
+  const std::vector<DynAllocator::Block>& blocks() const { return mem_.blocks(); }
 
-std::int64_t peak_bytes(const Graph& g, std::int64_t alignment) {
-  const auto& T = g.tensors();
-  std::vector<State> st(T.size());
-  DynAllocator mem(alignment);
-  auto is_view = [&](int i) { return T[static_cast<size_t>(i)].view_of >= 0; };
-  auto same_layout = [&](const Tensor& a, const Tensor& b) { return a.type == b.type && a.ne == b.ne; };
-
+ private:
+  static std::size_t at(int i) { return static_cast<std::size_t>(i); }
   // ggml_gallocr_allocate_node
-  auto allocate = [&](int i) {
-    const Tensor& t = T[static_cast<size_t>(i)];
-    State& s = st[static_cast<size_t>(i)];
-    if (s.allocated || is_view(i) || t.external || t.host) return;
+  void allocate(int i) {
+    const Tensor& t = T_[at(i)];
+    State& s = st_[at(i)];
+    if (s.allocated || t.view_of >= 0 || t.external || t.host) return;
     s.allocated = true;
     if (t.inplace) {
       for (int p : t.srcs) {
-        State& ps = st[static_cast<size_t>(p)];
-        const Tensor& pt = T[static_cast<size_t>(p)];
+        State& ps = st_[at(p)];
+        const Tensor& pt = T_[at(p)];
         // views are never owned by the allocator (ggml_gallocr_is_own), so only a plain parent is reused
-        if (!ps.allocated || pt.output || !same_layout(t, pt)) continue;
+        if (!ps.allocated || pt.output || pt.type != t.type || pt.ne != t.ne) continue;
         if (ps.children == 1 && ps.views == 0) {
           s.offset = ps.offset;
           ps.allocated = false;  // the node takes the parent's memory over
@@ -168,38 +199,108 @@ std::int64_t peak_bytes(const Graph& g, std::int64_t alignment) {
         }
       }
     }
-    s.offset = mem.alloc(t.bytes());
-  };
-  auto release = [&](int i) {
-    const Tensor& t = T[static_cast<size_t>(i)];
+    s.offset = mem_.alloc(t.bytes());
+  }
+  void release(int i) {
+    const Tensor& t = T_[at(i)];
     if (t.output || t.host) return;
-    mem.free(st[static_cast<size_t>(i)].offset, t.bytes());
-    st[static_cast<size_t>(i)].allocated = false;
-  };
+    mem_.free(st_[at(i)].offset, t.bytes());
+    st_[at(i)].allocated = false;
+  }
+  const std::vector<Tensor>& T_;
+  std::vector<State> st_;
+  DynAllocator mem_;
+};
 
-  for (int l : g.leafs()) allocate(l);
-  for (int i : g.nodes()) {
-    const Tensor& t = T[static_cast<size_t>(i)];
-    if (is_view(i)) ++st[static_cast<size_t>(t.view_of)].views;
-    for (int p : t.srcs) ++st[static_cast<size_t>(p)].children;
+// Tensor b is tensor a one period later: the same layout and flags, its parents and view source shifted by `shift`
+// where a's are at or after `moved` (tensors of the periods), the same before it.
+bool shifted(const Tensor& a, const Tensor& b, int moved, int shift) {
+  auto map = [&](int id) { return id >= moved ? id + shift : id; };
+  if (a.type != b.type || a.ne != b.ne || a.external != b.external || a.input != b.input || a.output != b.output ||
+      a.inplace != b.inplace || a.host != b.host || a.copy_of_node != b.copy_of_node || a.extra != b.extra ||
+      a.srcs.size() != b.srcs.size() || (a.view_of < 0 ? b.view_of != a.view_of : b.view_of != map(a.view_of)))
+    return false;
+  for (std::size_t k = 0; k < a.srcs.size(); ++k)
+    if (b.srcs.at(k) != map(a.srcs.at(k))) return false;
+  return true;
+}
+
+// The kept periods are one another shifted: [p1, p2) -> [p2, p3) -> [p3, p4), all nodes (no input, host or output
+// tensor, which host_bytes, input_bytes and the leafs would count per period), and what follows p4 reads nothing
+// of the periods before p3.
+bool periods_repeat(const Graph& g, const Cut& c) {
+  const auto& T = g.tensors();
+  const int period = c.p1 - c.p0;
+  if (period <= 0 || c.p2 - c.p1 != period || c.p3 - c.p2 != period || c.p4 - c.p3 != period || c.p4 > static_cast<int>(T.size()))
+    return false;
+  auto tensor = [&](int id) -> const Tensor& { return T[static_cast<std::size_t>(id)]; };
+  for (int id = c.p1; id < c.p4; ++id)
+    if (tensor(id).input || tensor(id).host || tensor(id).output || tensor(id).copy_of_node) return false;
+  for (int id = c.p1; id < c.p3; ++id)
+    if (!shifted(tensor(id), tensor(id + period), id < c.p2 ? c.p0 : c.p1, period)) return false;
+  auto outside = [&](int id) { return id < c.p0 || id >= c.p3; };
+  for (int id = c.p4; id < static_cast<int>(T.size()); ++id) {
+    if (tensor(id).view_of >= 0 && !outside(tensor(id).view_of)) return false;
+    for (int p : tensor(id).srcs)
+      if (!outside(p)) return false;
   }
+  return true;
+}
+
+// At p2, the state at p1 one period on: the same free blocks; each tensor of [p0, p2) as it was, found one period
+// later; [p0, p1) done with; the tensors before p0 where they were.
+bool state_repeats(const Placement& now, const std::vector<State>& at_p1, const std::vector<DynAllocator::Block>& blocks_p1,
+                   const Cut& c) {
+  if (now.blocks() != blocks_p1) return false;
+  const int period = c.p1 - c.p0;
+  for (int id = c.p0; id < c.p2; ++id)
+    if (!(now.state(id + period) == at_p1[static_cast<std::size_t>(id)])) return false;
+  for (int id = c.p0; id < c.p1; ++id)
+    if (!now.state(id).idle()) return false;
+  for (int id = 0; id < c.p0; ++id) {
+    const State &was = at_p1[static_cast<std::size_t>(id)], &is = now.state(id);
+    if (was.allocated != is.allocated || (is.allocated && was.offset != is.offset)) return false;
+  }
+  return true;
+}
+
+// At p3: every tensor before p0 that [p2, p3) reads (or whose view it reads) still has a reader or a view left, so
+// neither this period nor a left-out one (which have more left) releases it or takes it over in place.
+bool earlier_tensors_kept(const Graph& g, const Placement& now, const Cut& c) {
+  auto kept = [&](int id) { return id >= c.p0 || now.state(id).children + now.state(id).views >= 1; };
+  for (int id = c.p2; id < c.p3; ++id)
+    for (int p : g.at(id).srcs)
+      if (!kept(p) || (g.at(p).view_of >= 0 && !kept(g.at(p).view_of))) return false;
+  return true;
+}
+
+}  // namespace
+
+std::optional<std::int64_t> proven_peak_bytes(const Graph& g, std::int64_t alignment) {
+  const std::vector<Cut>& cuts = g.cuts();
+  for (std::size_t k = 0; k < cuts.size(); ++k)
+    if (!periods_repeat(g, cuts[k]) || (k > 0 && cuts[k - 1].p4 > cuts[k].p0)) return std::nullopt;
+  Placement placement(g, alignment);
+  std::vector<State> at_p1;
+  std::vector<DynAllocator::Block> blocks_p1;
+  auto cut = cuts.begin();  // the cut whose periods are next
   for (int i : g.nodes()) {
-    const Tensor& t = T[static_cast<size_t>(i)];
-    for (int p : t.srcs) allocate(p);
-    allocate(i);
-    for (int p : t.srcs) {
-      State& ps = st[static_cast<size_t>(p)];
-      if (--ps.children != 0 || ps.views != 0) continue;
-      if (is_view(p)) {
-        const int root = T[static_cast<size_t>(p)].view_of;
-        State& rs = st[static_cast<size_t>(root)];
-        if (--rs.views == 0 && rs.children == 0 && rs.allocated) release(root);
-      } else if (ps.allocated) {
-        release(p);
-      }
+    if (cut != cuts.end() && i == cut->p1) {
+      at_p1.assign(placement.states().begin(), placement.states().begin() + cut->p2);
+      blocks_p1 = placement.blocks();
+    } else if (cut != cuts.end() && i == cut->p2 && !state_repeats(placement, at_p1, blocks_p1, *cut)) {
+      return std::nullopt;
+    } else if (cut != cuts.end() && i == cut->p3 && !earlier_tensors_kept(g, placement, *(cut++))) {
+      return std::nullopt;
     }
+    placement.place(i);
   }
-  return mem.max_size();
+  return placement.peak();
+}
+
+std::int64_t peak_bytes(const Graph& g, std::int64_t alignment) {
+  if (g.cut()) throw std::logic_error("ggml_graph: peak_bytes of a cut graph (use proven_peak_bytes)");
+  return *proven_peak_bytes(g, alignment);
 }
 
 std::int64_t host_bytes(const Graph& g, std::int64_t alignment, int input_copies) {

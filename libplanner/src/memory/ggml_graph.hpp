@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
+#include <optional>
 #include <stdexcept>
 #include <vector>
 
@@ -46,6 +47,13 @@ class Srcs {
  private:
   std::array<int, 10> ids_{};
   std::size_t n_ = 0;
+};
+
+// Where a builder left out identical periods of layers (transformer_graph.cpp): the tensor ids bounding the three
+// periods kept just before the cut, [p0, p1), [p1, p2) and [p2, p3), and the first after it, [p3, p4). The graph
+// stands for the whole one only where proven_peak_bytes shows ggml-alloc's state repeating from p1 to p2.
+struct Cut {
+  int p0 = 0, p1 = 0, p2 = 0, p3 = 0, p4 = 0;
 };
 
 struct Tensor {
@@ -101,6 +109,10 @@ class Graph {
   void add_unplaced(std::int64_t bytes) { unplaced_ = std::max(unplaced_, bytes); }
   std::int64_t unplaced() const { return unplaced_; }
 
+  void add_cut(Cut cut) { cuts_.push_back(cut); }  // in tensor order, each after the one before's p4
+  bool cut() const { return !cuts_.empty(); }
+  const std::vector<Cut>& cuts() const { return cuts_; }
+
   const std::vector<Tensor>& tensors() const { return tensors_; }
   const std::vector<int>& leafs() const { return leafs_; }
   const std::vector<int>& nodes() const { return nodes_; }
@@ -110,10 +122,21 @@ class Graph {
   std::vector<Tensor> tensors_;
   std::vector<int> leafs_, nodes_;
   std::int64_t unplaced_ = 0;
+  std::vector<Cut> cuts_;
 };
 
-// The size ggml-alloc reserves for the graph: the high-water mark of its placement (host tensors left out).
+// The size ggml-alloc reserves for the graph: the high-water mark of its placement (host tensors left out). A graph
+// with a cut throws std::logic_error: it needs proven_peak_bytes.
 std::int64_t peak_bytes(const Graph& graph, std::int64_t alignment);
+// The same for a graph that may have a cut: the whole graph's peak, or nullopt where the cut's repeat is not proven
+// (build the whole graph then). The proof for each cut, ggml-alloc being deterministic: the kept periods before and after the cut
+// are the same tensors up to an id shift (tensors before p0 read as they are); the allocator's state at p2 is its
+// state at p1 shifted by one period (free blocks, and each tensor's placement and remaining readers); and every
+// tensor before p0 that the periods read is still read after p3, so no period releases or reuses it. Every left-out
+// period then starts in the state the last kept one started in, repeats its placements, and the peak is unchanged.
+// Several cuts: putting one's periods back leaves the placement after them as it was (each tensor has the same readers
+// left), so the next cut's proof holds on that graph too, and so on.
+std::optional<std::int64_t> proven_peak_bytes(const Graph& graph, std::int64_t alignment);
 // What the host buffer holds of a GPU graph: every graph input (the scheduler keeps inputs on the CPU backend and
 // copies those a device split reads) and every host tensor, each aligned. They are all live at once: the inputs
 // are set before the graph runs and the only host node (the token rows) is an input of the device split.

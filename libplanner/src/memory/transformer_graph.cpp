@@ -25,15 +25,72 @@ struct CacheInputs {
   int rot_k = -1, rot_v = -1, k_idx = -1, v_idx = -1, mask = -1;
 };
 
+// Everything the builder reads about one layer (it reads a layer through these alone): two layers with equal traits
+// get the same tensors, which is what lets a run of alike layers be cut out (see LayerCut).
+struct LayerTraits {
+  bool recurrent = false, mamba = false;
+  bool sliding = false;    // attends over the sliding-window cache
+  bool moe = false;        // routed experts (else a dense FFN)
+  bool last = false;       // keeps only the output rows before its FFN
+  bool kv_in_ram = false;  // its K and V views are copied into the compute buffer (op offload)
+  int kv_heads = 0;
+  LayerCache cache;
+  std::vector<std::pair<std::string_view, Bytes>> host_weights;  // its matmul weights in RAM (op-offload copies)
+  bool operator==(const LayerTraits&) const = default;
+};
+
+// Layers [from, to) left out of the graph: whole periods of a run of layers whose traits repeat every `period`
+// layers, with kKeptBefore periods of the run kept before them and one after (ggml_graph::Cut's proof compares the
+// last two before and the one after; the first may create the graph inputs the run reads).
+struct LayerCut {
+  static constexpr int kKeptBefore = 4, kMaxPeriod = 8;
+  int from = 0, to = 0, period = 0;
+  int left_out() const { return to - from; }
+};
+
+// The cuts leaving out the most layers, in layer order, each in periods of period_factor times its run's period; the
+// layers each one keeps around it (the periods before it, the one after) are no other cut's. A run [s, e + p) repeats
+// with period p when layer i is layer i + p for i in [s, e).
+std::vector<LayerCut> find_cuts(const std::vector<LayerTraits>& traits, int period_factor) {
+  // each layer as the index of the first layer with its traits: the run search compares integers
+  std::vector<int> layers(traits.size());
+  std::vector<int> distinct;
+  for (std::size_t il = 0; il < traits.size(); ++il) {
+    auto same = std::find_if(distinct.begin(), distinct.end(), [&](int d) { return traits[static_cast<std::size_t>(d)] == traits[il]; });
+    if (same == distinct.end()) same = distinct.insert(distinct.end(), static_cast<int>(il));
+    layers[il] = *same;
+  }
+  const int n = static_cast<int>(layers.size());
+  constexpr int kept = LayerCut::kKeptBefore;
+  std::vector<LayerCut> runs;
+  for (int p = 1; p <= LayerCut::kMaxPeriod; ++p) {
+    const int cut_period = p * period_factor;
+    for (int s = 0, e = 0; s + p < n; s = e + 1) {
+      for (e = s; e + p < n && layers[static_cast<std::size_t>(e)] == layers[static_cast<std::size_t>(e + p)];) ++e;
+      const int left_out = ((e + p - s) / cut_period - kept - 1) * cut_period;
+      if (left_out > 0) runs.push_back({s + kept * cut_period, s + kept * cut_period + left_out, cut_period});
+    }
+  }
+  std::stable_sort(runs.begin(), runs.end(), [](const LayerCut& a, const LayerCut& b) { return a.left_out() > b.left_out(); });
+  auto span = [](const LayerCut& c) { return std::pair{c.from - (kept - 1) * c.period, c.to + c.period}; };
+  std::vector<LayerCut> out;
+  for (const LayerCut& c : runs) {
+    const auto [lo, hi] = span(c);
+    if (std::none_of(out.begin(), out.end(), [&](const LayerCut& o) { return lo < span(o).second && span(o).first < hi; }))
+      out.push_back(c);
+  }
+  std::sort(out.begin(), out.end(), [](const LayerCut& a, const LayerCut& b) { return a.from < b.from; });
+  return out;
+}
+
 // Builds the graph in llama.cpp's node order; each method adds one block of a layer and returns its output.
 class Builder {
  public:
   Builder(const ModelSpec& m, const EngineSpec& engine, const EngineSpec::ArchRule& arch, const ContextShape& s,
-          const GgmlType& type_k, const GgmlType& type_v, bool flash_attn, const GraphTarget& target)
+          const GgmlType& type_k, const GgmlType& type_v, bool flash_attn, const GraphTarget& target, int cut)
       : m_(m), arch_(arch), type_k_(type_k), type_v_(type_v), fa_(flash_attn), rotate_(engine.rule_holds("kv_rotation")),
         mask_f16_(engine.rule_holds("kq_mask_f16")), embd_select_(engine.rule_holds("embd_input_select")),
-        glu_op_(engine.rule_holds("glu_op")), target_(target),
-        layers_(layer_caches(m, engine)),
+        glu_op_(engine.rule_holds("glu_op")), target_(target), cut_(cut),
         // graph_reserve: n_seq_max sequences, the tokens rounded up to a multiple of them
         n_seqs_(std::max(1, s.n_seq)), ub_((s.n_ubatch + n_seqs_ - 1) / n_seqs_ * n_seqs_),
         ns_(std::max(1, s.n_stream)), e_(m.embd), n_out_(s.n_outputs > 0 ? std::min<std::int64_t>(s.n_outputs, ub_) : ub_) {
@@ -49,6 +106,7 @@ class Builder {
     caches_[1].head_k = m.head_dim_k_swa > 0 ? m.head_dim_k_swa : m.head_dim_k;
     caches_[1].head_v = m.head_dim_v_swa > 0 ? m.head_dim_v_swa : m.head_dim_v;
     swa_ = s.swa_cells > 0;
+    traits_ = layer_traits(layer_caches(m, engine));
   }
 
   std::optional<Graph> build() {
@@ -73,12 +131,16 @@ class Builder {
     // last explicit expand: SET_ROWS into the cache, the recurrent state copies) join the graph only when the next
     // layer's first expand pulls them in, after that layer's state gathers (build_rs expands them first).
     std::function<int()> rest;  // the previous layer's remaining nodes; returns its output
-    // NextN/MTP blocks run in a draft context of their own, never in the main graph (src/models/qwen35.cpp)
-    for (int il = 0; il < m_.layers - m_.mtp_layers; ++il) {
-      const bool recurrent = m_.is_recurrent(il);
-      if (!recurrent && m_.kv_heads_at(il) <= 0) return std::nullopt;
-      const LayerCache& lc = layers_[static_cast<std::size_t>(il)];
-      const bool mamba = recurrent && m_.recurrent->kind == "mamba2";
+    const std::vector<LayerCut> cuts = cut_ > 0 ? find_cuts(traits_, cut_) : std::vector<LayerCut>{};
+    std::vector<int> starts(traits_.size() + 1, -1);  // each built layer's first tensor
+    auto next_cut = cuts.begin();
+    for (int il = 0; il < static_cast<int>(traits_.size()); ++il) {
+      if (next_cut != cuts.end() && il == next_cut->from) il = (next_cut++)->to;
+      starts[static_cast<std::size_t>(il)] = static_cast<int>(g_.tensors().size());
+      const LayerTraits& layer = traits_[static_cast<std::size_t>(il)];
+      if (!layer.recurrent && layer.kv_heads <= 0) return std::nullopt;
+      const LayerCache& lc = layer.cache;
+      const bool recurrent = layer.recurrent, mamba = layer.mamba;
       const int conv_states = mamba ? gather_states(lc.r_width) : -1;
       if (rest) cur = rest();
       const int inp_sa = cur;
@@ -98,6 +160,7 @@ class Builder {
       rest = [this, il, block, inp_sa] { return feed_forward(il, block(), inp_sa); };
     }
     cur = rest();
+    for (const LayerCut& cut : cuts) record_cut(cut, starts);
     if (target_.holds_output) {  // else another device of a layer split holds the logits
       int result_norm = norm(cur);
       if (arch_.outputs_after_norm) result_norm = g_.op(Type::f32, {e_, n_out_, 1, 1}, {result_norm, output_ids()});
@@ -114,6 +177,36 @@ class Builder {
   }
 
  private:
+  // NextN/MTP blocks run in a draft context of their own, never in the main graph (src/models/qwen35.cpp)
+  std::vector<LayerTraits> layer_traits(const std::vector<LayerCache>& caches) const {
+    std::vector<LayerTraits> out(static_cast<std::size_t>(std::max(0, m_.layers - m_.mtp_layers)));
+    for (int il = 0; il < static_cast<int>(out.size()); ++il) {
+      LayerTraits& t = out[static_cast<std::size_t>(il)];
+      t.recurrent = m_.is_recurrent(il);
+      t.mamba = t.recurrent && m_.recurrent->kind == "mamba2";
+      t.sliding = m_.is_sliding(il) && swa_;
+      t.moe = m_.is_moe_layer(il);
+      t.last = il + 1 == static_cast<int>(out.size());
+      t.kv_in_ram = target_.inputs == GraphInputs::copied && il < target_.host.kv_layers;
+      t.kv_heads = m_.kv_heads_at(il);
+      t.cache = caches.at(static_cast<std::size_t>(il));
+      if (static_cast<std::size_t>(il) < by_layer_.size())
+        for (const auto& copy : by_layer_[static_cast<std::size_t>(il)]) t.host_weights.emplace_back(copy.weight->base, copy.weight->bytes);
+    }
+    return out;
+  }
+  const LayerTraits& traits(int il) const { return traits_.at(static_cast<std::size_t>(il)); }
+  // The cut's kept periods for the proof; a left-out layer's host weights count as read where its counterpart's are.
+  void record_cut(const LayerCut& cut, const std::vector<int>& starts) {
+    auto start = [&](int il) { return starts.at(static_cast<std::size_t>(il)); };
+    const int p = cut.period;
+    g_.add_cut({start(cut.from - 3 * p), start(cut.from - 2 * p), start(cut.from - p), start(cut.to), start(cut.to + p)});
+    for (int il = cut.from; il < cut.to && static_cast<std::size_t>(il) < by_layer_.size(); ++il) {
+      const auto& kept = by_layer_[static_cast<std::size_t>(cut.from - p + (il - cut.from) % p)];
+      auto& left_out = by_layer_[static_cast<std::size_t>(il)];
+      for (std::size_t k = 0; k < left_out.size(); ++k) left_out[k].seen = kept.at(k).seen;
+    }
+  }
   int norm(int t) { return g_.inplace({g_.inplace({t})}); }  // RMS_NORM, MUL by the weight
   // A MUL_MAT / MUL_MAT_ID (f32 result) of layer il's weight `base` over `rows` tokens. With op offload a weight in host
   // RAM is used by the device at a batch of >= 32 rows (ggml-backend.cpp ggml_backend_sched_backend_id_from_cur, "1.off"):
@@ -186,8 +279,8 @@ class Builder {
   // Attention over a K/V cache (llama-graph.cpp build_attn, build_attn_mha): the projections and the cache writes
   // now; the attention itself and wo when the returned function runs (it returns wo's output).
   std::function<int()> attention(int il, int normed) {
-    CacheInputs& c = caches_[m_.is_sliding(il) && swa_ ? 1 : 0];
-    const std::int64_t kvh = m_.kv_heads_at(il), hk = c.head_k, hv = c.head_v, heads = m_.heads;
+    CacheInputs& c = caches_[traits(il).sliding ? 1 : 0];
+    const std::int64_t kvh = traits(il).kv_heads, hk = c.head_k, hv = c.head_v, heads = m_.heads;
     const int nrot_k = rotate_ && type_k_.quantized() && m_.head_dim_k % 64 == 0 ? kv_rotation_size(static_cast<int>(hk)) : 0;
     const bool rot_v = rotate_ && type_v_.quantized() && m_.head_dim_v % 64 == 0;
     const std::array<std::int64_t, 4> q_shape{hk, heads, ub_, 1}, k_shape{hk, kvh, ub_, 1}, v_shape{hv, kvh, ub_, 1};
@@ -223,7 +316,7 @@ class Builder {
     // the device split after the CPU's SET_ROWS, copied into the compute buffer at its start (pass 5) and live until
     // their last reader.
     int k_copy = -1, v_copy = -1;
-    if (target_.inputs == GraphInputs::copied && il < target_.host.kv_layers) {
+    if (traits(il).kv_in_ram) {
       k_copy = g_.op(Type::i8, {type_k_.row_size(hk * kvh) * c.n_kv * ns_, 1, 1, 1}, {});
       v_copy = g_.op(Type::i8, {type_v_.row_size(hv * kvh) * c.n_kv * ns_, 1, 1, 1}, {});
     }
@@ -377,7 +470,7 @@ class Builder {
   // the last layer keeps only the output rows first (inp_out_ids). Returns l_out.
   int feed_forward(int il, int cur, int residual) {
     std::int64_t rows = ub_;
-    if (il == m_.layers - m_.mtp_layers - 1 && !arch_.outputs_after_norm) {
+    if (traits(il).last && !arch_.outputs_after_norm) {
       rows = n_out_;
       cur = g_.op(Type::f32, {e_, rows, 1, 1}, {cur, output_ids()});
       residual = g_.op(Type::f32, {e_, rows, 1, 1}, {residual, output_ids()});
@@ -387,7 +480,7 @@ class Builder {
     if (m_.ff == 0 && !m_.moe) return ffn_inp;  // no FFN (Mamba-2)
     const int x = norm(ffn_inp);  // ffn_norm
     int ffn_out = -1;
-    if (!m_.is_moe_layer(il)) {
+    if (!traits(il).moe) {
       ffn_out = dense(m_.ff, x, rows, il, "");
     } else {
       ffn_out = experts(x, rows, il);
@@ -448,7 +541,7 @@ class Builder {
   const GgmlType &type_k_, &type_v_;
   const bool fa_, rotate_, mask_f16_, embd_select_, glu_op_;
   const GraphTarget target_;
-  const std::vector<LayerCache> layers_;
+  const int cut_;  // > 0: leave out periods of this many times a run's period of alike layers
   const std::int64_t n_seqs_, ub_, ns_, e_, n_out_;
   bool swa_ = false;
   Graph g_;
@@ -460,12 +553,13 @@ class Builder {
   };
   std::vector<std::vector<Copy>> by_layer_;  // the host weights by layer (the output matrix last); empty: none
   std::vector<Copy> every_layer_;            // the host weights of every repeating layer (HostWeight::kEveryLayer)
+  std::vector<LayerTraits> traits_;          // per layer of the main graph (MTP blocks left out)
 };
 }  // namespace
 
 std::optional<ggml_graph::Graph> reserve_graph(const ModelSpec& m, const EngineSpec& engine, const ContextShape& s,
                                                const GgmlType& type_k, const GgmlType& type_v, bool flash_attn,
-                                               const GraphTarget& target) {
+                                               const GraphTarget& target, int cut) {
   const EngineSpec::ArchRule* arch = engine.arch(m.arch);
   if (!arch || arch->graph.empty() || m.shared_kv_from > 0 || m.layers <= 0) return std::nullopt;
   if (m.recurrent) {
@@ -483,7 +577,7 @@ std::optional<ggml_graph::Graph> reserve_graph(const ModelSpec& m, const EngineS
   // b10454 rotates an MLA cache whose 576-wide rows are a multiple of 64; no measured graph covers it yet.
   if (m.mla && engine.rule_holds("kv_rotation") && type_k.quantized() && (m.mla->kv_lora_rank + m.mla->rope_dim) % 64 == 0)
     return std::nullopt;
-  return Builder(m, engine, *arch, s, type_k, type_v, flash_attn, target).build();
+  return Builder(m, engine, *arch, s, type_k, type_v, flash_attn, target, cut).build();
 }
 
 }  // namespace kvplan

@@ -37,8 +37,11 @@ struct GraphTarget {
 };
 
 // nullopt when the architecture's graph is not modelled (legacy MLA, shared-KV layers, unknown recurrent kinds, ...).
+// cut > 0: leave out whole periods of the longest run of alike layers (ggml_graph::Cut), each `cut` times the layers'
+// period (2: for an allocator whose free blocks alternate between two layouts from layer to layer); the figures then
+// come from ggml_graph::proven_peak_bytes, or from another cut or the whole graph (cut 0) where it cannot prove them.
 std::optional<ggml_graph::Graph> reserve_graph(const ModelSpec& model, const EngineSpec& engine, const ContextShape& shape,
                                                const GgmlType& type_k, const GgmlType& type_v, bool flash_attn,
-                                               const GraphTarget& target = {});
+                                               const GraphTarget& target = {}, int cut = 0);
 
 }  // namespace kvplan

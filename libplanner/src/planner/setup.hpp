@@ -3,6 +3,7 @@
 #pragma once
 #include <array>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -31,6 +32,20 @@ constexpr int kMinCtx = 256;
 constexpr int kMaxCtx = 1 << 28;  // a pinned -c beyond any model's window times 16 slots is a typo, not a plan
 // Host RAM when neither --ram nor the machine says: a common desktop's 32 GiB (stated in the plan's warnings).
 constexpr Bytes kAssumedHostRam = 32LL << 30;
+
+// compute_bytes depends on the shape and the cache types, not on the weight format: the ranker asks for the same
+// figure once per format, and each is a reserve graph built and placed (docs/benchmarks.md). The figure does not
+// depend on the device's memory or the weights either, so the re-plans that verify a plan's suggestions (a larger
+// card, unpinned settings) ask for many of the same ones. The last field is the digest of the host weights a GPU
+// copies under op offload (0: none).
+using ComputeKey = std::tuple<const EngineSpec*, const ModelSpec*, const BackendSpec*, std::array<int, 11>, const GgmlType*,
+                              const GgmlType*, bool, bool, std::uint64_t>;
+// The compute figures one plan() call works out, shared with its suggestions' re-plans (passed down to them, never
+// global: plan() stays a function of the catalog and the request). Every pointer in a key is the catalog's or the
+// outer request's (model_spec, model_draft_spec), which outlive the call.
+struct ComputeMemo {
+  std::map<ComputeKey, ComputeBytes> figures;
+};
 
 // Everything about the request that does not depend on the option.
 struct Setup {
@@ -73,12 +88,7 @@ struct Setup {
   mutable std::optional<WeightBytes> draft_weights;  // the draft's weights, worked out on first use
   std::vector<std::string> warnings;  // plan-level notes found while resolving
 
-  // compute_bytes depends on the shape and the cache types, not on the weight format: the ranker asks for the same
-  // figure once per format, and on the CPU backend each is a reserve graph built and placed (docs/benchmarks.md).
-  // The last field is the digest of the host weights a GPU copies under op offload (0: none).
-  using ComputeKey =
-      std::tuple<const ModelSpec*, const BackendSpec*, std::array<int, 11>, const GgmlType*, const GgmlType*, bool, bool, std::uint64_t>;
-  mutable std::map<ComputeKey, ComputeBytes> compute_memo;
+  std::shared_ptr<ComputeMemo> compute_memo = std::make_shared<ComputeMemo>();  // plan_sharing() passes the outer call's
   // layer_caches of the main model and of the draft, worked out on first use (account() asks per candidate and context).
   mutable std::map<const ModelSpec*, std::vector<LayerCache>> layers_memo;
   const std::vector<LayerCache>& layers_of(const ModelSpec& m) const {
@@ -100,10 +110,11 @@ struct Setup {
     const std::array<int, 11> dims{sh.n_ctx, sh.n_ctx_seq, sh.n_stream, sh.n_seq,     sh.unified ? 1 : 0, sh.n_ubatch,
                                    sh.n_batch, sh.swa_cells, sh.n_outputs, n_copies, host_kv_layers};
     const bool copies = host_weights && !host_weights->host_weights.empty();
-    const ComputeKey key{&m, &b, dims, &tk, &tv, fa, holds_output, copies ? host_weights->host_weights_digest : 0};  // types: the engine's own
-    auto it = compute_memo.find(key);
-    if (it == compute_memo.end())
-      it = compute_memo
+    const ComputeKey key{engine, &m, &b, dims, &tk, &tv, fa, holds_output, copies ? host_weights->host_weights_digest : 0};  // types: the engine's own
+    auto& figures = compute_memo->figures;
+    auto it = figures.find(key);
+    if (it == figures.end())
+      it = figures
                .emplace(key, compute_bytes(layers_of(m), m, *engine, sh, tk, tv, fa, b, holds_output, n_copies,
                                            HostResident{copies ? &host_weights->host_weights : nullptr, host_kv_layers}))
                .first;
@@ -149,6 +160,8 @@ std::optional<Candidate> offloaded(const Setup& s, const Candidate& c, int ctx);
 
 // ---- suggest.cpp: verified alternatives ----
 std::vector<Suggestion> suggestions_for(const Setup& s, const Plan& plan);
+// plan() with the compute figures of an outer plan() call (its suggestions' re-plans).
+Plan plan_sharing(const Catalog& catalog, const Request& request, const std::shared_ptr<ComputeMemo>& memo);
 
 // ---- speed.cpp: decode and prefill estimates ----
 void estimate_speed(const Setup& s, const Candidate& c, Option& o);

@@ -15,12 +15,12 @@ namespace kvplan::detail {
 namespace {
 
 // The re-planned request's recommendation, or nothing when it has none (or is bad input, e.g. an engine that
-// does not run on this device).
-std::optional<Suggestion> verify(const Catalog& c, Request r, const std::string& summary) {
+// does not run on this device). The re-plan reuses the compute figures s's plan worked out.
+std::optional<Suggestion> verify(const Setup& s, Request r, const std::string& summary) {
   const std::vector<std::string> args = request_args(r);
   r.suggest = false;
   try {
-    const Plan p = plan(c, r);
+    const Plan p = plan_sharing(*s.catalog, r, s.compute_memo);
     if (!p.recommended()) return std::nullopt;
     r.suggest = true;
     Suggestion out{summary, r, args, *p.recommended()};
@@ -120,7 +120,7 @@ void when_nothing_acceptable(const Setup& s, std::vector<Suggestion>& out) {
   // memory, its weights are too lossy).
   bool pin_is_the_problem = false;
   if (pins_something(r))
-    if (auto sug = verify(c, unpinned(r), "let kvplan choose the weights, context, cache types and placement")) {
+    if (auto sug = verify(s, unpinned(r), "let kvplan choose the weights, context, cache types and placement")) {
       pin_is_the_problem = !r.ctx_size || sug->option.ctx_size >= *r.ctx_size;  // it keeps the context asked for
       add(out, std::move(sug));
     }
@@ -130,7 +130,7 @@ void when_nothing_acceptable(const Setup& s, std::vector<Suggestion>& out) {
     // other engines size a context per conversation; llama.cpp's -c is shared by its slots
     if (e.ctx_size && !e.kv_unified)  // in 64 bits, capped as plan() caps a context (2^30 tokens)
       e.ctx_size = static_cast<int>(std::min<long long>(1LL << 30, static_cast<long long>(*e.ctx_size) * std::max(1, e.n_parallel)));
-    add(out, verify(c, e, fmt::format("llama.cpp instead of {} (more weight formats, and layers or experts in RAM)", s.runtime->name)));
+    add(out, verify(s, e, fmt::format("llama.cpp instead of {} (more weight formats, and layers or experts in RAM)", s.runtime->name)));
   }
   if (pin_is_the_problem) return;
   if (!r.model_spec) {
@@ -138,7 +138,7 @@ void when_nothing_acceptable(const Setup& s, std::vector<Suggestion>& out) {
     for (const ModelSpec* m : smaller_models(c, *s.model)) {
       Request smaller = unpinned(r, true);
       smaller.model = m->id;
-      if (auto sug = verify(c, smaller, fmt::format("the smaller {} ({:.1f}B params)", m->name, m->params / 1e9))) {
+      if (auto sug = verify(s, smaller, fmt::format("the smaller {} ({:.1f}B params)", m->name, m->params / 1e9))) {
         add(out, std::move(sug));
         break;
       }
@@ -151,7 +151,7 @@ void when_nothing_acceptable(const Setup& s, std::vector<Suggestion>& out) {
       Request bigger = unpinned(r, true);
       bigger.gpu = g->id;
       bigger.free.reset();
-      if (auto sug = verify(c, bigger, g->unified() ? fmt::format("a device with more memory: {} ({} GiB, {} GiB of it for the GPU)", g->name, g->total_mib / 1024, usable_mib(*g) / 1024)
+      if (auto sug = verify(s, bigger, g->unified() ? fmt::format("a device with more memory: {} ({} GiB, {} GiB of it for the GPU)", g->name, g->total_mib / 1024, usable_mib(*g) / 1024)
                                    : fmt::format("a device with more memory: {} ({} GiB)", g->name, g->total_mib / 1024))) {
         add(out, std::move(sug));
         break;
@@ -168,10 +168,10 @@ void for_pinned_plan(const Setup& s, const Plan& p, std::vector<Suggestion>& out
   Request longer = s.request;
   longer.ctx_size.reset();
   longer.flash_attn = "auto";
-  if (auto sug = verify(*s.catalog, longer, "the same weights and cache types, the longest context this card holds");
+  if (auto sug = verify(s, longer, "the same weights and cache types, the longest context this card holds");
       sug && sug->option.ctx_per_slot > have.ctx_per_slot)
     add(out, std::move(sug));
-  if (auto sug = verify(*s.catalog, unpinned(s.request), "kvplan's pick for this card and task");
+  if (auto sug = verify(s, unpinned(s.request), "kvplan's pick for this card and task");
       sug && (sug->option.weights != have.weights || sug->option.cache_type_k != have.cache_type_k ||
               sug->option.cache_type_v != have.cache_type_v || sug->option.ctx_per_slot != have.ctx_per_slot))
     add(out, std::move(sug));
