@@ -371,6 +371,13 @@ TEST_CASE("Gemma 4 recipes give llama.cpp's parameter and tensor counts (src/mod
   const auto [p26, n26] = recipe_elements("gemma-4-26b-a4b-it");
   CHECK(p26 == Approx(25.2e9).margin(0.05e9));
   CHECK(n26 == 658 + 30);
+  // E2B: 601 tensors and "file size = 3.21 GiB (5.93 BPW)" for a Q4_K_M (animehacker/llama-turboquant#3). That file
+  // was quantized with an imatrix from a 'calibration_datav5.txt' (Unsloth's pipeline, which re-types tensors): f32 283
+  // (as the recipe), bf16 1 (per_layer_model_proj, f16 here: same bytes), q4_K 194, q5_K 70, q6_K 53, where b10454's
+  // plain Q4_K_M rules give q4_K 281 and q6_K 36 (attn_v and ffn_down on use_more_bits layers, both token embeddings
+  // as the tied output). The recipe's 3.18 GiB is 1 % under it.
+  CHECK(recipe_elements("gemma-4-e2b-it").second == 601);
+  CHECK(file_gib("gemma-4-e2b-it", "Q4_K_M") == Approx(3.21).epsilon(0.015));
   for (const char* id : {"gemma-4-e2b-it", "gemma-4-e4b-it", "gemma-4-26b-a4b-it", "gemma-4-31b-it"}) {
     INFO(id);
     CHECK(recipe_elements(id).first == kvtest::catalog().model(id).params);
@@ -397,9 +404,12 @@ TEST_CASE("Gemma 4 per-layer shapes: head sizes, KV heads, K=V, double-wide FFN,
   CHECK(g26.at("blk.0.ffn_gate_exps.weight") == Shape{2816, 704 * 128});
   CHECK(g26.at("blk.5.attn_k.weight") == Shape{2816, 2 * 512});
   const auto& c = kvtest::catalog();
-  // per_layer_token_embd is typed as a token embedding and kept in host memory; per_layer_model_proj is not quantized
+  // per_layer_token_embd is typed as the tied output (q6_K at Q4_K_M) and kept in host memory; per_layer_model_proj is not quantized
   for (const auto& t : weight_tensors(c.model("gemma-4-e2b-it"), c.weight_format("Q4_K_M"), kvtest::engine())) {
-    if (t.name == "per_layer_token_embd.weight") CHECK(t.on_host);
+    if (t.name == "per_layer_token_embd.weight") {
+      CHECK(t.on_host);
+      CHECK(t.type == "q6_K");
+    }
     if (t.name == "per_layer_model_proj.weight") CHECK(t.type == "f16");
   }
 }

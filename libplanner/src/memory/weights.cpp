@@ -51,10 +51,10 @@ class RecipeTyper {
     // at every file type (bartowski: "all quants keep the feed forward networks at mxfp4"; sizes in weights_test).
     if (!model_.native_expert_type.empty() && is_routed_expert(base_name)) return lookup(model_.native_expert_type);
     // A tied model has no output tensor; llama-quantize then treats token_embd as the output.
-    // per_layer_token_embd (Gemma 3n/4) is quantized as a token embedding (llama-quant.cpp tensor_name_match_token_embd).
-    const std::string_view role = base_name == "per_layer_token_embd"                     ? "token_embd"
-                                  : (base_name == "token_embd" && model_.tied_embeddings) ? "output"
-                                                                                          : base_name;
+    // per_layer_token_embd (Gemma 3n/4) is a token embedding to llama-quant.cpp (tensor_name_match_token_embd), so a tied
+    // model quantizes it as the output too.
+    const bool token_embedding = base_name == "token_embd" || base_name == "per_layer_token_embd";
+    const std::string_view role = !token_embedding ? base_name : model_.tied_embeddings ? "output" : "token_embd";
     const std::string* chosen = &format_.base_type;
     for (const TensorTypeRule* r : rules_for(role))
       if (layer_selected(*r, il, model_.layers)) chosen = &r->type;
