@@ -436,9 +436,10 @@ TEST_CASE("issue 16: Gemma 4 and Nemotron 3 Nano caches equal llama.cpp's at 409
   };
   // 31B: 10 full layers x 4 x 512 and 50 sliding x 16 x 256 (SWA cache 1536 cells = window 1024 + ubatch 512);
   // 26B-A4B: 5 x 2 x 512 and 25 x 8 x 256; E4B: 4 x 2 x 512 and 20 x 2 x 256 (1024 cells; layers 24-41 reuse);
-  // E2B: 3 x 1 x 512 and 12 x 1 x 256 (layers 15-34 reuse).
+  // E2B: 3 x 1 x 512 and 12 x 1 x 256 (layers 15-34 reuse); 12B: 8 x 1 x 512 and 40 x 8 x 256.
   for (const Row& r : {Row{"gemma-4-31b-it", 160, 600, 1600}, Row{"gemma-4-26b-a4b-it", 40, 150, 400},
-                       Row{"gemma-4-e4b-it", 32, 20, 80}, Row{"gemma-4-e2b-it", 12, 6, 24}}) {
+                       Row{"gemma-4-e4b-it", 32, 20, 80}, Row{"gemma-4-e2b-it", 12, 6, 24},
+                       Row{"gemma-4-12b-it", 32, 240, 640}}) {
     INFO(r.model);
     const ModelSpec& m = kvtest::catalog().model(r.model);
     for (bool swa_full : {false, true}) {
