@@ -37,6 +37,20 @@ std::string bare_size_note(const Plan& p) {
   return " (GB means GiB here, as GPU vendors count; assumed a CUDA card)";
 }
 
+// "8 KV heads x 128 head size"; Gemma 4 gives sliding layers a head size of their own (key_length_swa) and the 26B-A4B,
+// 31B and 12B fewer KV heads on full layers, so both are named when they differ.
+std::string kv_geometry(const ModelSpec& m) {
+  int sliding = -1, full = -1;
+  for (int il = 0; il < m.layers; ++il)
+    if (m.kv_heads_at(il) > 0 && !m.is_recurrent(il)) (m.is_sliding(il) ? sliding : full) = il;
+  auto one = [&](int il) {
+    const int head = m.is_sliding(il) && m.head_dim_k_swa > 0 ? m.head_dim_k_swa : m.head_dim_k;
+    return fmt::format("{} KV heads x {} head size", m.kv_heads_at(il), head);
+  };
+  if (sliding < 0 || full < 0 || one(sliding) == one(full)) return fmt::format("{} KV heads x {} head size", m.kv_heads, m.head_dim_k);
+  return fmt::format("{} (sliding) / {} (full)", one(sliding), one(full));
+}
+
 std::string header(const Plan& p) {
   const ModelSpec& m = *p.model;
   const Pool& dev = p.pools.front();
@@ -50,7 +64,7 @@ std::string header(const Plan& p) {
   if (n.none) kinds += fmt::format(", {} without a cache", n.none);
   std::string heads = n.full + n.sliding == 0 ? "no attention cache"
                       : m.mla ? fmt::format("MLA latent cache {} wide", m.mla->kv_lora_rank + m.mla->rope_dim)
-                              : fmt::format("{} KV heads x {} head size", m.kv_heads, m.head_dim_k);
+                              : kv_geometry(m);
   out += fmt::format("Model    {}  ({}, {}, {} layers{}, {})\n", m.name, m.arch, params_text(m.params), m.layers, kinds, heads);
   if (m.ctx_extended > 0 && m.rope_scaling)
     out += fmt::format("         context: native {}, extended {} with {} rope scaling x{:g}\n", m.ctx_native, m.ctx_extended,

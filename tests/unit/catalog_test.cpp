@@ -422,3 +422,42 @@ TEST_CASE("issue 16 hybrid entries: Qwen3.5/3.6 and Nemotron-H KV and state from
   CHECK_FALSE(q.is_recurrent(64));  // the MTP block
   CHECK(q.kv_heads_at(64) == 0);
 }
+
+// The KV cache (and Nemotron's recurrent state) of the Gemma 4 and Nemotron 3 Nano entries against the pinned llama.cpp
+// (b10454, llama-cpp-python 0.3.35): synthetic GGUFs with each entry's layer count, KV heads per layer, head sizes,
+// sliding pattern and window, shared-KV layers and (k_eq_v) no attn_v on full layers, small n_embd/n_ff/vocab, loaded
+// with n_ctx 4096, n_ubatch 512, flash attention, f16 cache. The MiB below are llama.cpp's "llama_kv_cache: size" and
+// "llama_memory_recurrent: size" lines (K or V of the full cache, K or V of the SWA cache, and its cells).
+TEST_CASE("issue 16: Gemma 4 and Nemotron 3 Nano caches equal llama.cpp's at 4096 tokens", "[catalog][issue16][gemma4]") {
+  constexpr std::int64_t MiB = 1 << 20;
+  struct Row {
+    const char* model;
+    double full_k_mib, swa_k_mib, swa_k_mib_full;  // swa_full false / true
+  };
+  // 31B: 10 full layers x 4 x 512 and 50 sliding x 16 x 256 (SWA cache 1536 cells = window 1024 + ubatch 512);
+  // 26B-A4B: 5 x 2 x 512 and 25 x 8 x 256; E4B: 4 x 2 x 512 and 20 x 2 x 256 (1024 cells; layers 24-41 reuse);
+  // E2B: 3 x 1 x 512 and 12 x 1 x 256 (layers 15-34 reuse); 12B: 8 x 1 x 512 and 40 x 8 x 256.
+  for (const Row& r : {Row{"gemma-4-31b-it", 160, 600, 1600}, Row{"gemma-4-26b-a4b-it", 40, 150, 400},
+                       Row{"gemma-4-e4b-it", 32, 20, 80}, Row{"gemma-4-e2b-it", 12, 6, 24},
+                       Row{"gemma-4-12b-it", 32, 240, 640}}) {
+    INFO(r.model);
+    const ModelSpec& m = kvtest::catalog().model(r.model);
+    for (bool swa_full : {false, true}) {
+      const auto s = context_shape(m, kvtest::engine(), 4096, 1, false, 512, 2048, swa_full);
+      const auto kv = kv_cache_bytes(m, kvtest::engine(), s, kvtest::type("f16"), kvtest::type("f16"), true, kvtest::engine().backend("cpu"));
+      CHECK(kv.k.unpadded == static_cast<std::int64_t>(r.full_k_mib * MiB));
+      CHECK(kv.v.unpadded == kv.k.unpadded);
+      CHECK(kv.swa_k.unpadded == static_cast<std::int64_t>((swa_full ? r.swa_k_mib_full : r.swa_k_mib) * MiB));
+      CHECK(kv.swa_v.unpadded == kv.swa_k.unpadded);
+    }
+  }
+  // Nemotron 3 Nano: K 12 MiB and V 12 MiB (6 attention layers x 2 x 128), state R 1.62 MiB + S 46.00 MiB
+  // (23 Mamba-2 layers: 3 x 6144 and 128 x 4096 f32 per sequence).
+  const ModelSpec& n = kvtest::catalog().model("nvidia-nemotron-3-nano-30b-a3b");
+  const auto s = context_shape(n, kvtest::engine(), 4096, 1, false, 512, 2048, false);
+  const auto kv = kv_cache_bytes(n, kvtest::engine(), s, kvtest::type("f16"), kvtest::type("f16"), true, kvtest::engine().backend("cpu"));
+  CHECK(kv.k.unpadded == 12 * MiB);
+  CHECK(kv.v.unpadded == 12 * MiB);
+  CHECK(kv.state.unpadded == 23LL * (3 * 6144 + 128 * 4096) * 4);
+  CHECK(static_cast<double>(kv.state.unpadded) / MiB == Approx(47.62).margin(0.005));
+}

@@ -337,3 +337,81 @@ TEST_CASE("Llama 4 Maverick interleaves dense and MoE layers as llama.cpp create
   // Scout (interleave step 1) keeps experts on every layer
   CHECK(c.model("llama-4-scout-17b-16e-instruct").moe_layer_count() == 48);
 }
+
+namespace {
+// Elements and tensors of a catalog model's recipe (the tied output copy is not in the file).
+std::pair<std::int64_t, size_t> recipe_elements(const char* model) {
+  const auto& c = kvtest::catalog();
+  std::int64_t elements = 0;
+  size_t tensors = 0;
+  for (const auto& t : weight_tensors(c.model(model), c.weight_format("BF16"), kvtest::engine())) {
+    if (t.name.find("copy of token_embd") != std::string::npos) continue;
+    elements += t.ne0 * t.nrows;
+    ++tensors;
+  }
+  return {elements, tensors};
+}
+std::map<std::string, std::pair<std::int64_t, std::int64_t>> recipe_shapes(const char* model) {
+  const auto& c = kvtest::catalog();
+  std::map<std::string, std::pair<std::int64_t, std::int64_t>> out;
+  for (const auto& t : weight_tensors(c.model(model), c.weight_format("BF16"), kvtest::engine())) out[t.name] = {t.ne0, t.nrows};
+  return out;
+}
+}  // namespace
+
+TEST_CASE("Gemma 4 recipes give llama.cpp's parameter and tensor counts (src/models/gemma4.cpp load_arch_tensors)", "[weights][gemma4]") {
+  // llama.cpp print_info "model params" (two decimals of 1e9): 31B 30.70 B and 833 tensors (bartowski Q8_0,
+  // ggml-org/llama.cpp#21760), E4B 7.52 B (canonical/inference-snaps#275). 26B-A4B: 658 tensors in a GGUF whose
+  // experts are fused into ffn_gate_up_exps (LostRuins/koboldcpp#2262), i.e. 688 with gate and up apart; the card's
+  // 25.2B total.
+  const auto [p31, n31] = recipe_elements("gemma-4-31b-it");
+  CHECK(p31 == Approx(30.70e9).margin(0.005e9));
+  CHECK(n31 == 833);
+  CHECK(recipe_elements("gemma-4-e4b-it").first == Approx(7.52e9).margin(0.005e9));
+  const auto [p26, n26] = recipe_elements("gemma-4-26b-a4b-it");
+  CHECK(p26 == Approx(25.2e9).margin(0.05e9));
+  CHECK(n26 == 658 + 30);
+  // E2B: 601 tensors and "file size = 3.21 GiB (5.93 BPW)" for a Q4_K_M (animehacker/llama-turboquant#3). That file
+  // was quantized with an imatrix from a 'calibration_datav5.txt' (Unsloth's pipeline, which re-types tensors): f32 283
+  // (as the recipe), bf16 1 (per_layer_model_proj, f16 here: same bytes), q4_K 194, q5_K 70, q6_K 53, where b10454's
+  // plain Q4_K_M rules give q4_K 281 and q6_K 36 (attn_v and ffn_down on use_more_bits layers, both token embeddings
+  // as the tied output). The recipe's 3.18 GiB is 1 % under it.
+  CHECK(recipe_elements("gemma-4-e2b-it").second == 601);
+  CHECK(file_gib("gemma-4-e2b-it", "Q4_K_M") == Approx(3.21).epsilon(0.015));
+  // 12B: 667 tensors in the GGUF Ollama serves (ollama/ollama#16617)
+  CHECK(recipe_elements("gemma-4-12b-it").second == 667);
+  for (const char* id : {"gemma-4-e2b-it", "gemma-4-e4b-it", "gemma-4-12b-it", "gemma-4-26b-a4b-it", "gemma-4-31b-it"}) {
+    INFO(id);
+    CHECK(recipe_elements(id).first == kvtest::catalog().model(id).params);
+  }
+}
+
+TEST_CASE("Gemma 4 per-layer shapes: head sizes, KV heads, K=V, double-wide FFN, per-layer inputs, dense FFN beside experts", "[weights][gemma4]") {
+  const auto g31 = recipe_shapes("gemma-4-31b-it");
+  using Shape = std::pair<std::int64_t, std::int64_t>;
+  CHECK(g31.at("blk.0.attn_q.weight") == Shape{5376, 32 * 256});   // sliding: key_length_swa 256
+  CHECK(g31.at("blk.0.attn_k.weight") == Shape{5376, 16 * 256});   // 16 KV heads
+  CHECK(g31.at("blk.5.attn_q.weight") == Shape{5376, 32 * 512});   // full: key_length 512
+  CHECK(g31.at("blk.5.attn_k.weight") == Shape{5376, 4 * 512});    // 4 KV heads
+  CHECK(g31.count("blk.5.attn_v.weight") == 0);                    // attention_k_eq_v
+  CHECK(g31.count("blk.4.attn_v.weight") == 1);
+  CHECK(g31.at("blk.5.attn_k_norm.weight") == Shape{512, 1});
+  const auto e2b = recipe_shapes("gemma-4-e2b-it");
+  CHECK(e2b.at("blk.14.ffn_up.weight") == Shape{1536, 6144});
+  CHECK(e2b.at("blk.15.ffn_up.weight") == Shape{1536, 12288});     // use_double_wide_mlp in the KV-shared layers
+  CHECK(e2b.at("per_layer_token_embd.weight") == Shape{35 * 256, 262144});
+  CHECK(e2b.at("blk.0.inp_gate.weight") == Shape{1536, 256});
+  const auto g26 = recipe_shapes("gemma-4-26b-a4b-it");
+  CHECK(g26.at("blk.0.ffn_gate.weight") == Shape{2816, 2112});
+  CHECK(g26.at("blk.0.ffn_gate_exps.weight") == Shape{2816, 704 * 128});
+  CHECK(g26.at("blk.5.attn_k.weight") == Shape{2816, 2 * 512});
+  const auto& c = kvtest::catalog();
+  // per_layer_token_embd is typed as the tied output (q6_K at Q4_K_M) and kept in host memory; per_layer_model_proj is not quantized
+  for (const auto& t : weight_tensors(c.model("gemma-4-e2b-it"), c.weight_format("Q4_K_M"), kvtest::engine())) {
+    if (t.name == "per_layer_token_embd.weight") {
+      CHECK(t.on_host);
+      CHECK(t.type == "q6_K");
+    }
+    if (t.name == "per_layer_model_proj.weight") CHECK(t.type == "f16");
+  }
+}

@@ -97,6 +97,10 @@ struct ModelSpec {
   std::vector<int> sliding_layers;      // GGUF sliding_window_pattern arrays (1 = sliding); empty: swa.pattern
   int head_dim_k_swa = 0, head_dim_v_swa = 0;  // per-layer head sizes of sliding layers (0: same as full)
   int shared_kv_from = 0;               // Gemma 3n n_layer_kv_from_start: later layers reuse a cache
+  std::vector<int> ff_per_layer;        // GGUF feed_forward_length arrays (Gemma 4 E2B: double-wide FFN in its KV-shared
+                                        // layers, convert use_double_wide_mlp); empty: ff everywhere
+  bool k_eq_v = false;                  // full-attention layers have no attn_v; V is the K projection (Gemma 4
+                                        // attention_k_eq_v; src/models/gemma4.cpp: wv TENSOR_NOT_REQUIRED, Vcur = Kcur)
   int per_layer_embd = 0;               // Gemma 4 E2B/E4B per-layer input width per layer (GGUF
                                         // embedding_length_per_layer_input, config hidden_size_per_layer_input; 0: none)
   // Trailing NextN/MTP blocks (GGUF nextn_predict_layers) that the main context neither loads nor caches: b10454
@@ -140,10 +144,12 @@ struct ModelSpec {
   }
   // The widest FFN a token runs through: the routed experts it uses plus the shared expert on MoE layers, ff on
   // dense layers (closed-form compute estimates size their FFN peak by it).
+  int ff_at(int il) const { return ff_per_layer.empty() ? ff : ff_per_layer.at(static_cast<size_t>(il)); }
+  int widest_dense_ff() const { return ff_per_layer.empty() ? ff : *std::max_element(ff_per_layer.begin(), ff_per_layer.end()); }
   std::int64_t widest_ffn() const {
-    if (!moe) return ff;
+    if (!moe) return widest_dense_ff();
     const std::int64_t routed = static_cast<std::int64_t>(moe->expert_ff) * moe->experts_used + moe->shared_ff;
-    return moe_layer_count() < layers ? std::max<std::int64_t>(routed, ff) : routed;
+    return moe_layer_count() < layers ? std::max<std::int64_t>(routed, widest_dense_ff()) : routed;
   }
   bool is_ffn_only(int il) const {
     return recurrent && std::find(recurrent->ffn_only_layers.begin(), recurrent->ffn_only_layers.end(), il) != recurrent->ffn_only_layers.end();

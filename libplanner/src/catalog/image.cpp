@@ -32,7 +32,7 @@ KVPLAN_IMAGE_FIELDS(ModelSpec, x.id, x.name, x.hf_id, x.arch, x.family, x.source
                     x.heads, x.kv_heads, x.head_dim_k, x.head_dim_v, x.ff, x.vocab, x.tied_embeddings, x.qkv_bias, x.qk_norm,
                     x.post_norms, x.attn_sinks, x.rope, x.ctx_native, x.ctx_extended, x.rope_scaling, x.swa, x.moe, x.mla,
                     x.recurrent, x.kv_heads_per_layer, x.sliding_layers, x.head_dim_k_swa, x.head_dim_v_swa, x.shared_kv_from,
-                    x.per_layer_embd, x.mtp_layers, x.native_expert_type, x.file_tensors, x.file_format, x.file_quant_label, x.file_paths,
+                    x.ff_per_layer, x.k_eq_v, x.per_layer_embd, x.mtp_layers, x.native_expert_type, x.file_tensors, x.file_format, x.file_quant_label, x.file_paths,
                     x.fields_used, x.fields_assumed, x.remote)
 KVPLAN_IMAGE_FIELDS(GpuSpec, x.id, x.name, x.vendor, x.backend, x.memory_kind, x.total_source, x.compute_capability, x.arch,
                     x.source, x.aliases, x.total_mib, x.working_set_mib, x.bandwidth_gbs, x.fp16_tflops)

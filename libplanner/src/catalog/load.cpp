@@ -241,16 +241,21 @@ ModelSpec read_model(const Reader& r) {
   m.head_dim_k_swa = r.get<int>("head_dim_swa", 0);
   m.head_dim_v_swa = r.get<int>("head_dim_v_swa", m.head_dim_k_swa);
   m.shared_kv_from = r.get<int>("shared_kv_from", 0);
+  m.ff_per_layer = r.get<std::vector<int>>("ff_per_layer", {});
+  m.k_eq_v = r.get<bool>("k_eq_v", false);
   m.per_layer_embd = r.get<int>("per_layer_embd", 0);
   if (m.per_layer_embd < 0 || m.per_layer_embd > (1 << 16))
     throw InputError(r.location("per_layer_embd"), std::to_string(m.per_layer_embd), "'" + m.id + "' per_layer_embd must be 0..65536");
   m.mtp_layers = r.get<int>("mtp_layers", 0);
   if (m.mtp_layers < 0 || m.mtp_layers >= m.layers)
     throw InputError(r.location("mtp_layers"), std::to_string(m.mtp_layers), "'" + m.id + "' mtp_layers must be 0 or more and below layers");
-  for (const auto* list : {&m.kv_heads_per_layer, &m.sliding_layers})
+  for (auto [key, list] : {std::pair{"kv_heads_per_layer", &m.kv_heads_per_layer}, {"sliding_layers", &m.sliding_layers},
+                           {"ff_per_layer", &m.ff_per_layer}})
     if (!list->empty() && static_cast<int>(list->size()) != m.layers)
-      throw InputError(r.location(list == &m.sliding_layers ? "sliding_layers" : "kv_heads_per_layer"), std::to_string(list->size()),
+      throw InputError(r.location(key), std::to_string(list->size()),
                        "'" + m.id + "' per-layer list must have one entry per layer (" + std::to_string(m.layers) + ")");
+  for (int f : m.ff_per_layer)
+    if (f < 0) throw InputError(r.location("ff_per_layer"), std::to_string(f), "'" + m.id + "' ff_per_layer entries must not be negative");
   if (const auto* n = r.map_node("mla")) {
     Mla mla;
     mla.kv_lora_rank = sub<int>(r, *n, "mla", "kv_lora_rank");
@@ -853,7 +858,7 @@ std::vector<T> read_all(const Sources& s, const std::string& collection, F read)
       {"models", {"id", "name", "hf_id", "aliases", "arch", "family", "params", "layers", "embd", "heads", "kv_heads", "head_dim",
                   "head_dim_v", "ff", "vocab", "tied_embeddings", "qkv_bias", "qk_norm", "post_norms", "attn_sinks", "rope", "ctx_native",
                   "ctx_extended", "rope_scaling", "swa", "moe", "mla", "recurrent", "kv_heads_per_layer", "sliding_layers",
-                  "head_dim_swa", "head_dim_v_swa", "shared_kv_from", "per_layer_embd", "mtp_layers", "native_expert_type", "license",
+                  "head_dim_swa", "head_dim_v_swa", "shared_kv_from", "ff_per_layer", "k_eq_v", "per_layer_embd", "mtp_layers", "native_expert_type", "license",
                   "license_source",
                   "source", "note"}},
       {"licenses", {"id", "name", "hub", "osi", "source"}},

@@ -51,7 +51,10 @@ class RecipeTyper {
     // at every file type (bartowski: "all quants keep the feed forward networks at mxfp4"; sizes in weights_test).
     if (!model_.native_expert_type.empty() && is_routed_expert(base_name)) return lookup(model_.native_expert_type);
     // A tied model has no output tensor; llama-quantize then treats token_embd as the output.
-    const std::string_view role = (base_name == "token_embd" && model_.tied_embeddings) ? "output" : base_name;
+    // per_layer_token_embd (Gemma 3n/4) is a token embedding to llama-quant.cpp (tensor_name_match_token_embd), so a tied
+    // model quantizes it as the output too.
+    const bool token_embedding = base_name == "token_embd" || base_name == "per_layer_token_embd";
+    const std::string_view role = !token_embedding ? base_name : model_.tied_embeddings ? "output" : "token_embd";
     const std::string* chosen = &format_.base_type;
     for (const TensorTypeRule* r : rules_for(role))
       if (layer_selected(*r, il, model_.layers)) chosen = &r->type;
@@ -118,6 +121,54 @@ std::string tensor_name(const RecipeTensor& t) {
   return name.append(t.base).append(t.suffix);
 }
 
+// Attention widths of layer il. Gemma 4 (src/models/gemma4.cpp load_arch_tensors) varies them per layer: head size
+// n_embd_head_k(il) (key_length_swa on sliding layers), n_head_kv(il) from the head_count_kv array, and no attn_v on
+// the full-attention layers of an attention_k_eq_v model (wv TENSOR_NOT_REQUIRED; the converter writes none).
+struct AttentionWidths {
+  std::int64_t head_k, q, k, v, o;
+  bool has_v;
+};
+
+AttentionWidths attention_widths(const ModelSpec& m, int il) {
+  const bool sliding = m.is_sliding(il);
+  const std::int64_t hk = sliding && m.head_dim_k_swa > 0 ? m.head_dim_k_swa : m.head_dim_k;
+  const std::int64_t hv = sliding && m.head_dim_v_swa > 0 ? m.head_dim_v_swa : m.head_dim_v;
+  const std::int64_t kvh = m.kv_heads_per_layer.empty() ? m.kv_heads : m.kv_heads_per_layer.at(static_cast<size_t>(il));
+  return {hk, checked_mul(m.heads, hk, "head_count x key_length"), checked_mul(kvh, hk, "head_count_kv x key_length"),
+          checked_mul(kvh, hv, "head_count_kv x value_length"), checked_mul(m.heads, hv, "head_count x value_length"),
+          !(m.k_eq_v && !sliding)};
+}
+
+// Gemma 4's extra tensors (src/models/gemma4.cpp load_arch_tensors). Model-wide, before the layers: the per-layer
+// input embeddings of E2B/E4B (per_layer_token_embd is an input-layer get_rows, so host; per_layer_model_proj is
+// never quantized, llama-quant.cpp) and the full layers' rope_freqs. Per layer: layer_output_scale, the per-layer
+// input gate and projection, and on MoE layers the router scale, the extra norms and the experts' down scale.
+template <class Matrix, class Vec, class Emit>
+void gemma4_model_tensors(const ModelSpec& m, RecipeTyper& typer, Matrix&& matrix, Vec&& vec, Emit&& emit) {
+  const std::int64_t ple = static_cast<std::int64_t>(m.per_layer_embd) * m.layers;
+  if (ple > 0) {
+    matrix("per_layer_token_embd", -1, ple, m.vocab, /*host=*/true);
+    emit(RecipeTensor{-1, "per_layer_model_proj", ".weight", typer.lookup("f16"), m.embd, ple, false});
+    vec("per_layer_proj_norm", -1, m.per_layer_embd);
+  }
+  vec("rope_freqs", -1, m.head_dim_k / 2);
+}
+
+template <class Matrix, class Vec>
+void gemma4_layer_tensors(const ModelSpec& m, int il, Matrix&& matrix, Vec&& vec) {
+  vec("layer_output_scale", il, 1);
+  if (m.per_layer_embd > 0) {
+    matrix("inp_gate", il, m.embd, m.per_layer_embd);
+    matrix("proj", il, m.per_layer_embd, m.embd);
+    vec("post_norm", il, m.embd);
+  }
+  if (m.is_moe_layer(il)) {
+    vec("ffn_gate_inp", il, m.embd, ".scale");
+    for (std::string_view norm : {"pre_ffw_norm_2", "post_ffw_norm_1", "post_ffw_norm_2"}) vec(norm, il, m.embd);
+    vec("ffn_down_exps", il, m.moe->experts, ".scale");
+  }
+}
+
 // The tensors of a GGUF for `model` as llama.cpp's load_tensors creates them, each passed to `emit` in file
 // order. Norms, biases, sinks and the MoE router stay f32.
 template <class Emit>
@@ -126,6 +177,9 @@ void for_each_recipe_tensor(const ModelSpec& m, RecipeTyper& typer, Emit&& emit)
   const bool fused_qkv = m.arch == "phi3" || m.arch == "chatglm";
   // gpt-oss (LLM_ARCH_OPENAI_MOE load_tensors) also has an attn_output bias, a router bias and per-expert biases
   const bool moe_biases = m.arch == "gpt-oss";
+  // Gemma 4's MoE layers keep their dense FFN beside the experts (src/models/gemma4.cpp: "for expert layers, we use
+  // normal FFN as shared expert")
+  const bool gemma4 = m.arch == "gemma4";
   const GgmlType& f32 = typer.lookup("f32");
   auto matrix = [&](std::string_view base, int il, std::int64_t ne0, std::int64_t rows, bool host = false) {
     emit(RecipeTensor{il, base, ".weight", typer(base, il, ne0), ne0, rows, host});
@@ -134,40 +188,39 @@ void for_each_recipe_tensor(const ModelSpec& m, RecipeTyper& typer, Emit&& emit)
     emit(RecipeTensor{il, base, suffix, f32, n, 1, false});
   };
   const std::int64_t embd = m.embd;
-  const std::int64_t q_width = checked_mul(m.heads, m.head_dim_k, "head_count x key_length");
-  const std::int64_t k_width = checked_mul(m.kv_heads, m.head_dim_k, "head_count_kv x key_length");
-  const std::int64_t v_width = checked_mul(m.kv_heads, m.head_dim_v, "head_count_kv x value_length");
-  const std::int64_t o_width = checked_mul(m.heads, m.head_dim_v, "head_count x value_length");
 
   // src/llama-model.cpp load_tensors: dev_input is always the CPU, so token_embd stays in host memory.
   matrix("token_embd", -1, embd, m.vocab, /*host=*/true);
+  if (gemma4) gemma4_model_tensors(m, typer, matrix, vec, emit);
   for (int il = 0; il < m.layers; ++il) {
+    const AttentionWidths w = attention_widths(m, il);
     vec("attn_norm", il, embd);
     if (fused_qkv) {
-      matrix("attn_qkv", il, embd, q_width + k_width + v_width);
+      matrix("attn_qkv", il, embd, w.q + w.k + w.v);
     } else {
-      matrix("attn_q", il, embd, q_width);
-      matrix("attn_k", il, embd, k_width);
-      matrix("attn_v", il, embd, v_width);
+      matrix("attn_q", il, embd, w.q);
+      matrix("attn_k", il, embd, w.k);
+      if (w.has_v) matrix("attn_v", il, embd, w.v);
     }
     if (m.qkv_bias) {
-      vec("attn_q", il, q_width, ".bias");
-      vec("attn_k", il, k_width, ".bias");
-      vec("attn_v", il, v_width, ".bias");
+      vec("attn_q", il, w.q, ".bias");
+      vec("attn_k", il, w.k, ".bias");
+      vec("attn_v", il, w.v, ".bias");
     }
     if (m.qk_norm) {
-      vec("attn_q_norm", il, m.head_dim_k);
-      vec("attn_k_norm", il, m.head_dim_k);
+      vec("attn_q_norm", il, w.head_k);
+      vec("attn_k_norm", il, w.head_k);
     }
     if (m.attn_sinks) vec("attn_sinks", il, m.heads);
-    matrix("attn_output", il, o_width, embd);
+    matrix("attn_output", il, w.o, embd);
     if (moe_biases) vec("attn_output", il, embd, ".bias");
     if (m.post_norms) {
       vec("post_attention_norm", il, embd);
       vec("post_ffw_norm", il, embd);
     }
     vec("ffn_norm", il, embd);
-    if (m.is_moe_layer(il)) {  // else dense: leading layers (glm4-moe.cpp, deepseek2.cpp n_layer_dense_lead), Llama 4's interleave
+    const bool moe_layer = m.is_moe_layer(il);
+    if (moe_layer) {  // else dense: leading layers (glm4-moe.cpp, deepseek2.cpp n_layer_dense_lead), Llama 4's interleave
       const std::int64_t e = m.moe->experts, eff = m.moe->expert_ff;
       emit(RecipeTensor{il, "ffn_gate_inp", ".weight", f32, embd, e, false});
       const std::int64_t rows = checked_mul(eff, e, "expert_feed_forward_length x expert_count");
@@ -185,14 +238,16 @@ void for_each_recipe_tensor(const ModelSpec& m, RecipeTyper& typer, Emit&& emit)
         matrix("ffn_up_shexp", il, embd, m.moe->shared_ff);
         matrix("ffn_down_shexp", il, m.moe->shared_ff, embd);
       }
-    } else if (fused_qkv) {
+    }
+    if (!moe_layer && fused_qkv) {
       matrix("ffn_up", il, embd, 2LL * m.ff);
       matrix("ffn_down", il, m.ff, embd);
-    } else {
-      matrix("ffn_gate", il, embd, m.ff);
-      matrix("ffn_up", il, embd, m.ff);
-      matrix("ffn_down", il, m.ff, embd);
+    } else if (!moe_layer || gemma4) {
+      matrix("ffn_gate", il, embd, m.ff_at(il));
+      matrix("ffn_up", il, embd, m.ff_at(il));
+      matrix("ffn_down", il, m.ff_at(il), embd);
     }
+    if (gemma4) gemma4_layer_tensors(m, il, matrix, vec);
   }
   vec("output_norm", -1, embd);
   // A tied model duplicates token_embd as the output matrix on the GPU (TENSOR_DUPLICATED).
