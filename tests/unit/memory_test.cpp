@@ -334,6 +334,17 @@ TEST_CASE("GPU compute buffer from the reserve graph: the host buffer holds ever
   CHECK(c.host.bytes == 8 * mib + 8 * mib + mib / 2 + 2 * 4096 + 3 * 2048);
   // Metal reads the inputs in place: the same host buffer
   CHECK(compute_bytes(m, kvtest::engine(), s, f16, f16, true, kvtest::engine().backend("metal")).host.bytes == c.host.bytes);
+  // A build before SET_ROWS (rule kv_set_rows) and inp_embd's select (rule embd_input_select) writes the cache with a
+  // ggml_cpy and has no index inputs: the token rows, the f32 mask and the i32 inputs; the CUDA log of this shape
+  // (b2700-era, the test case above) prints 9.01 MiB
+  EngineSpec old = kvtest::engine();
+  old.build = 2459;
+  const auto before = compute_bytes(m, old, s, f16, f16, false, kvtest::cuda());
+  CHECK(before.host.bytes == 8 * mib + 1 * mib + 3 * 2048);
+  // and at 8192 cells the KQ peak has no copy of the V indices beside it: the log's 560.00 MiB (the test case above)
+  const auto s8k = context_shape(m, kvtest::engine(), 8192, 1, false, 512, 2048, false);
+  CHECK(static_cast<double>(compute_bytes(m, old, s8k, f16, f16, false, kvtest::cuda()).device.bytes) / mib ==
+        Approx(560.00).margin(0.005));
   // Pipeline parallelism (ggml-backend.cpp pass 5): four copies of each graph input on the host, the token rows once
   const auto pp = compute_bytes(m, kvtest::engine(), s, f16, f16, false, kvtest::cuda(), true, 4);
   CHECK(pp.host.bytes == 4 * (8 * mib + 1 * mib + 4 * mib + 4096 + 3 * 2048) + 8 * mib);
