@@ -422,6 +422,22 @@ TEST_CASE("GPU compute buffer with host weights: each op-offload copy lives besi
   const auto g_host_kv = reserve_graph(m, kvtest::engine(), s_long, f16, f16, false, kv_in_ram);
   REQUIRE((g_device_kv && g_host_kv));
   CHECK(ggml_graph::peak_bytes(*g_host_kv, 128) == ggml_graph::peak_bytes(*g_device_kv, 128) + 128 * mib);
+  // and the CPU writes that cache from copies of the rows the device computed, K and V in f32 (1024·512·4 = 2 MiB
+  // each), in the host buffer for the write's split; the token rows (4096·512·4 = 8 MiB) are freed by then, so the host
+  // buffer keeps the larger of the two, not their sum (the open_llama_7b_v2 -ngl 0 log of tests/validation/gpu_logs:
+  // 1 MiB mask + 8 + 8 MiB of MHA rows = 17.00 MiB)
+  CHECK(ggml_graph::host_bytes(*g_host_kv, 32) == ggml_graph::host_bytes(*g_device_kv, 32));
+  // A Qwen3-0.6B shape (n_embd 1024, 8 KV heads of 128): its K and V rows (2 + 2 MiB) outgrow the 2 MiB of token
+  // rows, so a cache in RAM adds 2 MiB to the host buffer (the Qwen3-0.6B -ngl 7 log of tests/validation/gpu_logs:
+  // 43.51 MiB against 41.51 with every layer on the GPU)
+  const ModelSpec& small = kvtest::catalog().model("qwen3-0.6b");
+  const auto s_small = context_shape(small, kvtest::engine(), 20224, 1, false, 512, 2048, true);
+  GraphTarget small_ram = cuda;
+  small_ram.host.kv_layers = 21;
+  const auto small_device = reserve_graph(small, kvtest::engine(), s_small, f16, f16, true, cuda);
+  const auto small_host = reserve_graph(small, kvtest::engine(), s_small, f16, f16, true, small_ram);
+  REQUIRE((small_device && small_host));
+  CHECK(ggml_graph::host_bytes(*small_host, 32) == ggml_graph::host_bytes(*small_device, 32) + 2 * mib);
   // a weight the graph has no matmul for (a fused projection) is counted at the peak instead
   std::vector<HostWeight> fused{{0, "attn_qkv", 512 * mib}};
   GraphTarget t = cuda;

@@ -225,6 +225,10 @@ class Builder {
     // indexed per element.
     write_cache(g_.view(k, k_shape), c.k_idx, ub_);
     write_cache(g_.view(v, v_shape), c.v_idx, fa_ ? ub_ : ub_ * hv * kvh);
+    // A cache in RAM is written by the CPU (the write's destination is a host buffer: "1.dst"), which reads copies of
+    // the K and V rows the device computed, both in the host buffer during that split.
+    if (target_.inputs == GraphInputs::copied && il < target_.host.kv_layers)
+      g_.host_rows((hk + hv) * kvh * ub_ * 4);  // f32 rows; each a multiple of the 32-byte alignment at any ubatch
     require_mask(c);
     return [this, &c, il, q, q_full, q_shape, hk, hv, kvh, heads, rot_v] {
     const int q_perm = g_.view(q, {hk, ub_, heads, 1});
