@@ -338,6 +338,17 @@ TEST_CASE("GPU compute buffer from the reserve graph: the host buffer holds ever
   CHECK(c.host.bytes == 8 * mib + 8 * mib + mib / 2 + 2 * 4096 + 3 * 2048);
   // Metal reads the inputs in place: the same host buffer
   CHECK(compute_bytes(m, kvtest::engine(), s, f16, f16, true, kvtest::engine().backend("metal")).host.bytes == c.host.bytes);
+  // A build before SET_ROWS (rule kv_set_rows) and inp_embd's select (rule embd_input_select) writes the cache with a
+  // ggml_cpy and has no index inputs: the token rows, the f32 mask and the i32 inputs; the CUDA log of this shape
+  // (b2700-era, the test case above) prints 9.01 MiB
+  EngineSpec old = kvtest::engine();
+  old.build = 2459;
+  const auto before = compute_bytes(m, old, s, f16, f16, false, kvtest::cuda());
+  CHECK(before.host.bytes == 8 * mib + 1 * mib + 3 * 2048);
+  // and at 8192 cells the KQ peak has no copy of the V indices beside it: the log's 560.00 MiB (the test case above)
+  const auto s8k = context_shape(m, kvtest::engine(), 8192, 1, false, 512, 2048, false);
+  CHECK(static_cast<double>(compute_bytes(m, old, s8k, f16, f16, false, kvtest::cuda()).device.bytes) / mib ==
+        Approx(560.00).margin(0.005));
   // Pipeline parallelism (ggml-backend.cpp pass 5): four copies of each graph input on the host, the token rows once
   const auto pp = compute_bytes(m, kvtest::engine(), s, f16, f16, false, kvtest::cuda(), true, 4);
   CHECK(pp.host.bytes == 4 * (8 * mib + 1 * mib + 4 * mib + 4096 + 3 * 2048) + 8 * mib);
@@ -415,6 +426,22 @@ TEST_CASE("GPU compute buffer with host weights: each op-offload copy lives besi
   const auto g_host_kv = reserve_graph(m, kvtest::engine(), s_long, f16, f16, false, kv_in_ram);
   REQUIRE((g_device_kv && g_host_kv));
   CHECK(ggml_graph::peak_bytes(*g_host_kv, 128) == ggml_graph::peak_bytes(*g_device_kv, 128) + 128 * mib);
+  // and the CPU writes that cache from copies of the rows the device computed, K and V in f32 (1024·512·4 = 2 MiB
+  // each), in the host buffer for the write's split; the token rows (4096·512·4 = 8 MiB) are freed by then, so the host
+  // buffer keeps the larger of the two, not their sum (the open_llama_7b_v2 -ngl 0 log of tests/validation/gpu_logs:
+  // 1 MiB mask + 8 + 8 MiB of MHA rows = 17.00 MiB)
+  CHECK(ggml_graph::host_bytes(*g_host_kv, 32) == ggml_graph::host_bytes(*g_device_kv, 32));
+  // A Qwen3-0.6B shape (n_embd 1024, 8 KV heads of 128): its K and V rows (2 + 2 MiB) outgrow the 2 MiB of token
+  // rows, so a cache in RAM adds 2 MiB to the host buffer (the Qwen3-0.6B -ngl 7 log of tests/validation/gpu_logs:
+  // 43.51 MiB against 41.51 with every layer on the GPU)
+  const ModelSpec& small = kvtest::catalog().model("qwen3-0.6b");
+  const auto s_small = context_shape(small, kvtest::engine(), 20224, 1, false, 512, 2048, true);
+  GraphTarget small_ram = cuda;
+  small_ram.host.kv_layers = 21;
+  const auto small_device = reserve_graph(small, kvtest::engine(), s_small, f16, f16, true, cuda);
+  const auto small_host = reserve_graph(small, kvtest::engine(), s_small, f16, f16, true, small_ram);
+  REQUIRE((small_device && small_host));
+  CHECK(ggml_graph::host_bytes(*small_host, 32) == ggml_graph::host_bytes(*small_device, 32) + 2 * mib);
   // a weight the graph has no matmul for (a fused projection) is counted at the peak instead
   std::vector<HostWeight> fused{{0, "attn_qkv", 512 * mib}};
   GraphTarget t = cuda;
@@ -528,7 +555,9 @@ TEST_CASE("reserve graph with alike layers cut out: the whole graph's figures to
   CHECK(several_cuts > 0);  // KV in RAM for the first layers, host weights in the first half: runs cut one by one
   // where no cut is proven, ggml-alloc's free blocks have not settled within the kept periods (a few hybrid and Mamba
   // graphs, listed above): compute_bytes builds those whole
-  CHECK(proven >= cut * 95 / 100);
+  // (and graphs with KV in RAM: each layer's K/V rows copied for the CPU's cache write are host tensors, which a cut
+  // period may not hold)
+  CHECK(proven >= cut * 3 / 4);  // 307 of 389 on the merged catalog (2026-12-02)
   for (const char* arch : {"llama", "qwen3moe", "gemma3", "qwen3next", "deepseek2", "gpt-oss", "granitehybrid"})
     CHECK(archs_cut.count(arch) == 1);
 }

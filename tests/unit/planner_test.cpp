@@ -430,6 +430,12 @@ TEST_CASE("several GPUs: layers split as llama.cpp load_tensors does, each GPU w
   r.weights.reset();
   r.cache_type_k.reset();
   r.cache_type_v.reset();
+  // identical GPUs under vLLM: its tensor parallelism, said in a warning; mixed ones are refused
+  const Plan tp = plan(kvtest::catalog(), r);
+  CHECK(tp.resolved.tensor_parallel == 2);
+  CHECK(std::any_of(tp.warnings.begin(), tp.warnings.end(), [](const std::string& w) { return w.find("--tensor-parallel-size 2") != std::string::npos; }));
+  r.gpu = "rtx4090";
+  r.extra_gpus = {"rtx3090"};
   CHECK_THROWS_WITH(plan(kvtest::catalog(), r), Catch::Contains("--tensor-parallel-size"));
 }
 

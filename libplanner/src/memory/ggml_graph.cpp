@@ -29,7 +29,13 @@ int Graph::input(Type type, std::array<std::int64_t, 4> ne) {
 
 int Graph::host_leaf(Type type, std::array<std::int64_t, 4> ne) {
   Tensor t;
-  t.type = type, t.ne = ne, t.host = true;
+  t.type = type, t.ne = ne, t.host = true, t.transient = true;
+  return add(t, true);
+}
+
+int Graph::host_rows(std::int64_t bytes) {
+  Tensor t;
+  t.type = Type::i8, t.ne = {bytes, 1, 1, 1}, t.host = true, t.transient = true;
   return add(t, true);
 }
 
@@ -304,13 +310,14 @@ std::int64_t peak_bytes(const Graph& g, std::int64_t alignment) {
 }
 
 std::int64_t host_bytes(const Graph& g, std::int64_t alignment, int input_copies) {
-  std::int64_t sum = 0;
+  std::int64_t sum = 0, transient = 0;
   for (const Tensor& t : g.tensors()) {
     if (!(t.host || t.input) || t.view_of >= 0 || t.copy_of_node) continue;
     const std::int64_t one = align_up(t.bytes(), alignment);
-    sum = checked_add(sum, t.input ? checked_mul(one, input_copies, "host compute buffer") : one, "host compute buffer");
+    if (t.transient) transient = std::max(transient, one);
+    else sum = checked_add(sum, t.input ? checked_mul(one, input_copies, "host compute buffer") : one, "host compute buffer");
   }
-  return sum;
+  return checked_add(sum, transient, "host compute buffer");
 }
 
 std::int64_t input_bytes(const Graph& g, std::int64_t alignment) {

@@ -68,6 +68,9 @@ struct Tensor {
   // host node that reads a host weight (ggml-backend.cpp ggml_backend_sched_split_graph, "1.inp"/"1.wgt").
   bool host = false;
   bool copy_of_node = false;  // a split input copied from a host node, not from a graph input (no input on the host)
+  // A host tensor freed once its split has run (the token rows after their copy to the device, the K/V rows a CPU
+  // cache write reads): ggml-alloc reuses its memory, so the host buffer holds the largest, not their sum.
+  bool transient = false;
   std::int64_t extra = 0;  // bytes the backend allocates past the tensor (ggml_backend_buft_get_alloc_size)
   Srcs srcs;  // placed parents only, in src order
   std::int64_t bytes() const;
@@ -79,6 +82,9 @@ class Graph {
   int input(Type type, std::array<std::int64_t, 4> ne);
   // A tensor of the host buffer the device graph does not read (the token rows a device gets a copy of).
   int host_leaf(Type type, std::array<std::int64_t, 4> ne);
+  // Host memory of a CPU split that reads rows the device computed (a layer's K and V rows for a cache write in RAM):
+  // transient, `bytes` for the split's copies together.
+  int host_rows(std::int64_t bytes);
   // A device split's input copied from a host node (the token rows): placed like an input, kept n_copies times.
   int node_copy(Type type, std::array<std::int64_t, 4> ne);
   // A node computed into a new tensor of this layout.

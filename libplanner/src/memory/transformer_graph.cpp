@@ -90,7 +90,7 @@ class Builder {
           const GgmlType& type_k, const GgmlType& type_v, bool flash_attn, const GraphTarget& target, int cut)
       : m_(m), arch_(arch), type_k_(type_k), type_v_(type_v), fa_(flash_attn), rotate_(engine.rule_holds("kv_rotation")),
         mask_f16_(engine.rule_holds("kq_mask_f16")), embd_select_(engine.rule_holds("embd_input_select")),
-        glu_op_(engine.rule_holds("glu_op")), target_(target), cut_(cut),
+        glu_op_(engine.rule_holds("glu_op")), set_rows_(engine.rule_holds("kv_set_rows")), target_(target), cut_(cut),
         // graph_reserve: n_seq_max sequences, the tokens rounded up to a multiple of them
         n_seqs_(std::max(1, s.n_seq)), ub_((s.n_ubatch + n_seqs_ - 1) / n_seqs_ * n_seqs_),
         ns_(std::max(1, s.n_stream)), e_(m.embd), n_out_(s.n_outputs > 0 ? std::min<std::int64_t>(s.n_outputs, ub_) : ub_) {
@@ -254,6 +254,17 @@ class Builder {
     const std::int64_t rows = shape[0] * shape[1] * shape[2] * shape[3] / n;
     return g_.view(g_.op(Type::f32, {n, rows, 1, 1}, {rot, g_.view(t, {n, rows, 1, 1})}), shape);
   }
+  // A write of t into the cache: SET_ROWS with i64 row indices (llama-kv-cache.cpp build_input_k_idxs /
+  // build_input_v_idxs), an input created on first use; a build before SET_ROWS (build rule kv_set_rows) has no
+  // index: its write is a ggml_cpy into a view of the cache.
+  void write_cache(int t, int& idx, std::int64_t n) {
+    if (!set_rows_) {
+      g_.external({t});
+      return;
+    }
+    if (idx < 0) idx = input(Type::i64, {n, 1, 1, 1});
+    g_.external({t, idx});
+  }
   // The KQ mask: f16 with flash attention since PR #23764 (build rule kq_mask_f16; llama-graph.cpp
   // build_attn_inp_kv: cparams.flash_attn ? GGML_TYPE_F16 : GGML_TYPE_F32); before it an f32 input that FA read
   // through a ggml_cast to f16, a node on the device live through every layer.
@@ -305,10 +316,12 @@ class Builder {
 
     // llama_kv_cache::cpy_k / cpy_v: SET_ROWS into the cache; without flash attention V is stored transposed and
     // indexed per element.
-    if (c.k_idx < 0) c.k_idx = input(Type::i64, {ub_, 1, 1, 1});
-    g_.external({g_.view(k, k_shape), c.k_idx});
-    if (c.v_idx < 0) c.v_idx = input(Type::i64, {fa_ ? ub_ : ub_ * hv * kvh, 1, 1, 1});
-    g_.external({g_.view(v, v_shape), c.v_idx});
+    write_cache(g_.view(k, k_shape), c.k_idx, ub_);
+    write_cache(g_.view(v, v_shape), c.v_idx, fa_ ? ub_ : ub_ * hv * kvh);
+    // A cache in RAM is written by the CPU (the write's destination is a host buffer: "1.dst"), which reads copies of
+    // the K and V rows the device computed, both in the host buffer during that split.
+    if (target_.inputs == GraphInputs::copied && il < target_.host.kv_layers)
+      g_.host_rows((hk + hv) * kvh * ub_ * 4);  // f32 rows; each a multiple of the 32-byte alignment at any ubatch
     require_mask(c);
     return [this, &c, il, q, q_full, q_shape, hk, hv, kvh, heads, rot_v] {
     const int q_perm = g_.view(q, {hk, ub_, heads, 1});
@@ -366,8 +379,7 @@ class Builder {
     const int latent = g_.view(norm(g_.view(kv, {kvl, ub_, 1, 1})), {kvl, 1, ub_, 1});
     const int k_pe = rope(g_.view(kv, {nr, 1, ub_, 1}), c, 0);
     const int k_cur = g_.op(Type::f32, {kvl + nr, 1, ub_, 1}, {latent, k_pe});  // CONCAT
-    if (c.k_idx < 0) c.k_idx = input(Type::i64, {ub_, 1, 1, 1});
-    g_.external({g_.view(k_cur, {kvl + nr, 1, ub_, 1}), c.k_idx});
+    write_cache(g_.view(k_cur, {kvl + nr, 1, ub_, 1}), c.k_idx, ub_);
     require_mask(c);
     const int q_perm = g_.view(q_cur, {kvl + nr, ub_, heads, 1});
     int latent_out = -1;  // [kv_lora_rank, ub, heads]
@@ -539,7 +551,7 @@ class Builder {
   const ModelSpec& m_;
   const EngineSpec::ArchRule& arch_;
   const GgmlType &type_k_, &type_v_;
-  const bool fa_, rotate_, mask_f16_, embd_select_, glu_op_;
+  const bool fa_, rotate_, mask_f16_, embd_select_, glu_op_, set_rows_;
   const GraphTarget target_;
   const int cut_;  // > 0: leave out periods of this many times a run's period of alike layers
   const std::int64_t n_seqs_, ub_, ns_, e_, n_out_;

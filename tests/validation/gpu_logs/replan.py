@@ -92,6 +92,8 @@ def run_kvplan(kvplan: str, entry: dict, replay_root: Path | None = None) -> dic
     if replay_root is not None and build and build < PINNED_BUILD:
         engine_id, root = replay_engine(replay_root, int(build))
         args += ["--data", str(root), "--engine", engine_id]
+    if entry.get("data_overlay"):  # the log's model file differs from the catalog's (overlays/*/ say how)
+        args += ["--data", str(HERE / entry["data_overlay"])]
     proc = subprocess.run(args, capture_output=True, text=True, timeout=120)
     if proc.returncode not in (0, 1):  # 1: nothing fits, the plan is still printed
         raise RuntimeError(f"kvplan exit {proc.returncode}: {proc.stderr.strip()[:300]}")
@@ -113,16 +115,20 @@ def pool_sums(option: dict) -> dict[str, dict[str, list[float]]]:
     return sums
 
 
+# Host buffers a log names: KV of layers left on the CPU ("CPU") or pinned host memory ("CUDA_Host", -ngl 0).
+HOST_DEVICES = ("CPU", "CUDA_Host")
+
+
 def device_pools(logged: dict, sums: dict) -> dict[str, str]:
     """Map the log's device names (CUDA0, ROCm1, Metal, CPU ...) to kvplan's pools, in order."""
     gpu_pools = sorted(p for p in sums if p.startswith("gpu"))
     devices: list[str] = []
     for key in ("kv_mib", "compute_mib", "compute_request_mib"):
         for dev in logged.get(key, {}):
-            if dev not in devices and dev != "CPU":
+            if dev not in devices and dev not in HOST_DEVICES:
                 devices.append(dev)
     mapping = dict(zip(devices, gpu_pools))
-    mapping["CPU"] = "host"
+    mapping.update({dev: "host" for dev in HOST_DEVICES})
     return mapping
 
 
