@@ -281,9 +281,35 @@ def test_task_haystacks_are_deterministic_and_fit_the_context() -> None:
                 assert f"The value of key {key} is{ans}" in text  # the answer is in the haystack, once
                 assert text.count(f"key {key} ") == 1
             else:
-                assert ans.strip() in text and ans.endswith("}}")
+                assert ans.lstrip() in text and ans.endswith("}}\n")  # the copy runs to the line end
                 # far back: in the first quarter of the filler (plus the calls before it), far from the query
                 assert len(text) - text.index(ans.strip()) > 0.55 * len(text)
+
+
+def test_task_answers_are_tokenised_as_in_their_haystack_line() -> None:
+    """A tokenizer that merges the answer's first characters with the text before them in the haystack line cannot
+    reproduce the answer's tokens: build_haystack refuses rather than score the tokenizer. (The line end is part of
+    the json_copy answer, so Qwen2.5's '"}}' + newline token is matched.)"""
+    import tasks
+
+    class Merging(_FakeEngine):
+        def __init__(self, merge: str) -> None:
+            self.merge = merge
+
+        def tokenize(self, text: str) -> list[int]:
+            return super().tokenize(text.replace(self.merge, "\x01"))
+
+    eng = Merging("}}\n")  # a merge inside the answer: the same tokens in the line and in the answer
+    tasks.build_haystack(eng, tasks.Filler(eng, "To be, or not to be.\n" * 80), "json_copy", (2, 2), 1024, 3, 2)
+    eng = Merging('": {')
+    filler = tasks.Filler(eng, "To be, or not to be.\n" * 80)
+    tasks.build_haystack(eng, filler, "retrieval", (2, 2), 1024, 3, 2)
+    try:
+        tasks.build_haystack(eng, filler, "json_copy", (2, 2), 1024, 3, 2)
+    except RuntimeError as e:
+        assert "tokenised differently" in str(e)
+    else:
+        raise AssertionError("an answer the haystack tokenises differently was accepted")
 
 
 def test_task_score_answer() -> None:
