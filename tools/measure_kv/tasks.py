@@ -12,7 +12,12 @@ Two tasks, both scored on exactness (not on perplexity):
              ({"name": "book_flight", "arguments": {...}}) in the first quarter of the context, then text up to the
              context length; each query asks to repeat one call ('Repeat the earlier call to book_flight exactly:'
              followed by its opening '{"name": "book_flight", "arguments": ') and the argument block with the closing
-             braces is scored. The other M-1 calls are the distractors.
+             braces and the line end is scored (as the log line was tokenised: since 2026-12-02; before, the line end
+             was left out, which no Qwen2.5 copy can match, '"}}\n' being one token). The other M-1 calls are the
+             distractors.
+
+Every answer must be tokenised as it is inside its haystack line (build_haystack checks it), so that exact match
+scores the copy, not the tokenizer.
 
 Scoring, per query and per configuration, from one teacher-forced pass over the reference answer:
 
@@ -218,10 +223,16 @@ def build_haystack(eng: Any, filler: Filler, task: str, level: tuple[int, int], 
         facts = [tok(f"Tool call: {c}\n") for c, _ in calls]
         intro = tok("Below is a log. It starts with the tool calls an assistant made, then a long text follows.\n\n")
         asked = rng.sample(range(n_calls), min(n_calls, max_queries))
+        # the scored copy runs to the end of the logged line: a tokenizer that merges the closing braces with the
+        # newline (Qwen2.5: '"}}\n' is one token) would otherwise score a faithful copy as wrong
         queries = [Query(tok(f"\nRepeat the earlier call to {TOOLS[tools[i]][0]} exactly.\nTool call: "
                              '{"name": "' + TOOLS[tools[i]][0] + '", "arguments":'),
-                         tok(" " + calls[i][1]), " " + calls[i][1]) for i in asked]
+                         tok(" " + calls[i][1] + "\n"), " " + calls[i][1] + "\n") for i in asked]
         span = (0.02, 0.25)  # far back: every call in the first quarter of the context
+    for q, i in zip(queries, asked):
+        if not _contains(facts[i], q.answer):
+            raise RuntimeError(f"{task}: the answer {q.text!r} is tokenised differently inside its haystack line; exact "
+                               "match would score the tokenizer, not the cache")
     q_max = max(len(q.question) + len(q.answer) for q in queries)
     budget = n_ctx - len(bos) - len(intro) - q_max - 2
     filler_budget = budget - sum(len(f) for f in facts)
@@ -244,6 +255,10 @@ def build_haystack(eng: Any, filler: Filler, task: str, level: tuple[int, int], 
     seg, line = filler.take(line, filler_budget - used)
     body += seg
     return Haystack(bos + intro + body, queries)
+
+
+def _contains(seq: list[int], part: list[int]) -> bool:
+    return any(seq[i:i + len(part)] == part for i in range(len(seq) - len(part) + 1))
 
 
 def level_desc(task: str, level: tuple[int, int]) -> str:

