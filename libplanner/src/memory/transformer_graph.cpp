@@ -75,7 +75,8 @@ std::vector<LayerCut> find_cuts(const std::vector<LayerTraits>& traits, int peri
   auto span = [](const LayerCut& c) { return std::pair{c.from - (kept - 1) * c.period, c.to + c.period}; };
   std::vector<LayerCut> out;
   for (const LayerCut& c : runs) {
-    const auto [lo, hi] = span(c);
+    const std::pair<int, int> bounds = span(c);  // not a structured binding: clang < 16 cannot capture one
+    const int lo = bounds.first, hi = bounds.second;
     if (std::none_of(out.begin(), out.end(), [&](const LayerCut& o) { return lo < span(o).second && span(o).first < hi; }))
       out.push_back(c);
   }
