@@ -568,6 +568,8 @@ struct Catalog {
   const RuntimeProfile* runtime(const std::string& name, const std::string& field = "--engine") const;
   std::vector<std::string> engine_ids() const;  // llama.cpp first, then the runtimes
   const WeightFormat* find_weight_format(const std::string& id) const;
+  // The format an Ollama tag names at its end ("qwen3:30b-a3b-q4_K_M" -> Q4_K_M; Ollama writes fp16 for F16), or nullptr.
+  const WeightFormat* ollama_tag_weights(const std::string& tag) const;
   const LicenseSpec* find_license(const std::string& id) const;
 };
 

@@ -205,6 +205,15 @@ std::vector<std::string> Catalog::engine_ids() const {
 const EngineSpec& Catalog::engine(const std::string& id, const std::string& field) const {
   return lookup(engines, id, field, "engine", [](const EngineSpec& e) { return id_only(e); });
 }
+const WeightFormat* Catalog::ollama_tag_weights(const std::string& tag) const {
+  const size_t colon = tag.find(':'), dash = tag.rfind('-');
+  if (colon == std::string::npos || dash == std::string::npos || dash < colon) return nullptr;
+  std::string suffix = tag.substr(dash + 1);
+  std::transform(suffix.begin(), suffix.end(), suffix.begin(), [](unsigned char ch) { return std::toupper(ch); });
+  if (suffix == "FP16" || suffix == "FP32") suffix.erase(1, 1);
+  return find_weight_format(suffix);
+}
+
 const WeightFormat* Catalog::find_weight_format(const std::string& id) const {
   return find_by_name(weight_formats, id, [](const WeightFormat& f) { return id_only(f); });
 }

@@ -177,27 +177,15 @@ std::vector<Launch> serving_launches(const Catalog& catalog, const RuntimeProfil
 }  // namespace
 
 namespace {
-std::string lowercase(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return s;
-}
-// An Ollama tag that names the planned weights in its suffix ("qwen3:30b-a3b-q4_K_M", "...-fp16" for F16), as
-// planner/resolve.cpp take_tag_weights reads it: that tag pulls exactly the file planned.
-bool tag_names_weights(const std::string& tag, const std::string& weights) {
-  if (tag.find(':') == std::string::npos) return false;
-  const std::string t = lowercase(tag), w = lowercase(weights);
-  auto ends_with = [&](const std::string& suffix) { return t.size() > suffix.size() && t.compare(t.size() - suffix.size(), suffix.size(), suffix) == 0; };
-  return ends_with("-" + w) || (w.size() == 3 && w[0] == 'f' && ends_with("-fp" + w.substr(1)));
-}
 // The Modelfile's FROM lines: a remote model as Ollama pulls it itself (hf.co/repo:quant, the registry tag); an Ollama
 // tag that names the planned weights, as typed; anything else as the GGUF file beside the Modelfile. A bare tag
 // (qwen2.5-coder:32b) pulls the weights Ollama chose for it, which kvplan does not know offline, so it names the file
 // planned and says why in a comment.
-std::string modelfile_from(const ModelSpec& m, const std::string& requested, const std::string& weights) {
+std::string modelfile_from(const Catalog& catalog, const ModelSpec& m, const std::string& requested, const std::string& weights) {
   if (m.remote && !m.remote->ollama_from.empty()) return "FROM " + m.remote->ollama_from;
   const std::string file = "FROM ./" + gguf_file_name(m, weights);
   if (m.remote || !m.file_paths.empty() || requested.find(':') == std::string::npos) return file;
-  if (tag_names_weights(requested, weights)) return "FROM " + requested;
+  if (const WeightFormat* f = catalog.ollama_tag_weights(requested); f && f->id == weights) return "FROM " + requested;  // that file
   return fmt::format("# {} pulls the weights Ollama chose for that tag (not known offline); this plan is for {}: import that\n"
                      "# file, or plan the tag's own with its quantization in the name (e.g. {}-<quant>) or --weights\n{}",
                      requested, weights, requested, file);
@@ -214,7 +202,7 @@ std::vector<Launch> runtime_launches(const Catalog& catalog, const RuntimeProfil
     out.push_back({"ollama-env", fmt::format("OLLAMA_FLASH_ATTENTION={} OLLAMA_KV_CACHE_TYPE={} OLLAMA_NUM_PARALLEL={} "
                                              "OLLAMA_CONTEXT_LENGTH={} ollama serve",
                                              o.flash_attn ? 1 : 0, o.cache_type_k, seqs, o.ctx_per_slot)});
-    std::string modelfile = fmt::format("{}\nPARAMETER num_ctx {}", modelfile_from(m, requested, o.weights), o.ctx_per_slot);
+    std::string modelfile = fmt::format("{}\nPARAMETER num_ctx {}", modelfile_from(catalog, m, requested, o.weights), o.ctx_per_slot);
     if (r.n_gpu_layers && *r.n_gpu_layers >= 0 && *r.n_gpu_layers <= m.layers) modelfile += fmt::format("\nPARAMETER num_gpu {}", *r.n_gpu_layers);
     out.push_back({"modelfile", modelfile});
     return out;

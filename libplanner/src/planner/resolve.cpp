@@ -94,13 +94,9 @@ std::vector<Pool> make_pools(const Setup& s, const Request& r, const std::vector
 // An Ollama tag that ends in a weight format ("qwen3:30b-a3b-q4_K_M", "gpt-oss:20b-fp16") names the weights as well
 // as the model (the catalog's lookup drops the suffix): they are planned, not replaced by the ranker's choice.
 void take_tag_weights(const Catalog& c, const Request& r, std::optional<std::string>& weights) {
-  const size_t colon = r.model.find(':'), dash = r.model.rfind('-');
-  if (r.model_spec || colon == std::string::npos || dash == std::string::npos || dash < colon) return;
+  if (r.model_spec) return;
   if (const RuntimeProfile* rt = c.runtime(r.engine); rt && rt->kind != "ollama") return;  // another engine's formats
-  std::string suffix = r.model.substr(dash + 1);
-  std::transform(suffix.begin(), suffix.end(), suffix.begin(), [](unsigned char ch) { return std::toupper(ch); });
-  if (suffix == "FP16" || suffix == "FP32") suffix.erase(1, 1);  // Ollama writes fp16 for GGUF's F16
-  const WeightFormat* f = c.find_weight_format(suffix);
+  const WeightFormat* f = c.ollama_tag_weights(r.model);
   if (!f) return;
   if (weights && *weights != f->id) throw InputError("--weights", *weights, "disagrees with the Ollama tag '" + r.model + "' (" + f->id + ")");
   weights = f->id;
