@@ -460,6 +460,7 @@ struct AnalogRow {
   double loss = -1;        // measured L_kv (task factor and W divided out); < 0: coverage only
   double predicted = 0;    // the fitted prior's L_kv for the row: loss / predicted is how far off the prior was there
   bool upper = false;      // the measurement is an upper bound
+  int k_index = -1, v_index = -1;  // k_type, v_type in PriorParams::types (index_types); -1: looked up by name
 };
 struct Evidence {
   bool operator==(const Evidence&) const = default;
@@ -469,6 +470,7 @@ struct MeasuredEvidence {  // one measurement row, cited for the option it match
   bool operator==(const MeasuredEvidence&) const = default;
   std::string id, k_type, v_type, rotation = "any", family, kind, text, source;  // rotation: yes | no | any; kind: ppl | kld | nll | acc
   double params_b = 0;
+  int k_index = -1, v_index = -1;  // as in AnalogRow
 };
 struct ModelCalibration {  // a user's own measurements of one model (priors::calibrate, docs/priors.md §7)
   bool operator==(const ModelCalibration&) const = default;
@@ -507,6 +509,9 @@ struct PriorParams {
   const FamilyFactor* family(const std::string& name) const;
   const Evidence* find_evidence(const std::string& id) const;
   const ModelCalibration* calibration(const std::string& model_id) const;
+  // Each row's K and V type by position, so that the ranker's evidence search compares no type names (after loading).
+  void index_types();
+  const TypeSensitivity* type_at(int index, const std::string& name) const;
 };
 
 // ---------- published benchmark figures (data/quality/, docs/ranking.md §8) ----------

@@ -271,6 +271,22 @@ const TypeSensitivity& PriorParams::type(const std::string& name) const {
   for (const auto& t : types) names.push_back(t.type);
   throw InputError("prior", name, "no sensitivity for cache type", names, closest_match(name, names));
 }
+void PriorParams::index_types() {
+  auto index_of = [&](const std::string& name) {
+    for (size_t i = 0; i < types.size(); ++i)
+      if (types[i].type == name) return static_cast<int>(i);
+    return -1;
+  };
+  for (auto& a : analogs) a.k_index = index_of(a.k_type), a.v_index = index_of(a.v_type);
+  for (auto& m : measured) m.k_index = index_of(m.k_type), m.v_index = index_of(m.v_type);
+}
+const TypeSensitivity* PriorParams::type_at(int index, const std::string& name) const {
+  if (index >= 0 && static_cast<size_t>(index) < types.size() && types[static_cast<size_t>(index)].type == name)
+    return &types[static_cast<size_t>(index)];
+  for (const auto& t : types)
+    if (t.type == name) return &t;
+  return nullptr;
+}
 const FamilyFactor* PriorParams::family(const std::string& name) const {
   for (const auto& f : families)
     if (f.family == name) return &f;

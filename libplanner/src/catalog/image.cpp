@@ -199,6 +199,7 @@ Catalog decode_catalog_image(std::string_view image, std::string_view source_has
   Catalog c;
   r(c);
   if (!r.at_end()) throw std::logic_error("the built-in catalog image has trailing bytes (a stale build?)");
+  c.prior.index_types();
   return c;
 }
 

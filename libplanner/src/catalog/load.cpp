@@ -707,6 +707,7 @@ PriorParams read_prior(const Reader& r) {
       p.evidence.push_back(Evidence{sub<std::string>(r, e, "evidence", "id"), sub<std::string>(r, e, "evidence", "text"),
                                     sub<std::string>(r, e, "evidence", "source")});
   }
+  p.index_types();
   return p;
 }
 

@@ -127,13 +127,14 @@ Figure times(const Figure& f, std::int64_t n) {
 KvCacheBytes kv_cache_bytes(const std::vector<LayerCache>& layers, const EngineSpec& engine, const ContextShape& shape,
                             const GgmlType& type_k, const GgmlType& type_v, bool flash_attn, const BackendSpec& backend,
                             int layer_begin, int layer_end) {
+  const int n_layer = static_cast<int>(layers.size());
+  const int end = layer_end < 0 ? n_layer : std::min(layer_end, n_layer);
+  KvCacheBytes out;
+  if (std::max(0, layer_begin) >= end) return out;  // no layer on this device (the context search asks often)
   std::int64_t v_max = 0;  // n_embd_v_gqa_max(): the widest V over all layers
   for (const auto& c : layers) v_max = std::max(v_max, c.v_width);
   const GgmlType& f32 = engine.type("f32", "state");
   const std::int64_t mem_size = std::max(1, shape.n_seq);
-  const int n_layer = static_cast<int>(layers.size());
-  const int end = layer_end < 0 ? n_layer : std::min(layer_end, n_layer);
-  KvCacheBytes out;
   // Runs of identical consecutive layers are sized once (a transformer's layers mostly are).
   for (int il = std::max(0, layer_begin), run = 1; il < end; il += run) {
     const LayerCache& c = layers[static_cast<size_t>(il)];

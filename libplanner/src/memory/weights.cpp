@@ -55,10 +55,7 @@ class RecipeTyper {
     // model quantizes it as the output too.
     const bool token_embedding = base_name == "token_embd" || base_name == "per_layer_token_embd";
     const std::string_view role = !token_embedding ? base_name : model_.tied_embeddings ? "output" : "token_embd";
-    const std::string* chosen = &format_.base_type;
-    for (const TensorTypeRule* r : rules_for(role))
-      if (layer_selected(*r, il, model_.layers)) chosen = &r->type;
-    const GgmlType* type = &lookup(*chosen);
+    const GgmlType* type = chosen_type(kind(role), il);
     for (int guard = 0; guard < 4; ++guard) {  // llama-quant.cpp: "tensor cols not divisible by QK_K" fallback chain
       if (ne0 % type->block == 0) break;
       auto it = engine_.quant_fallback.find(type->name);
@@ -76,15 +73,36 @@ class RecipeTyper {
   }
 
  private:
-  // The rules that name `role` and whose conditions on the whole model hold, in the format's order.
-  const std::vector<const TensorTypeRule*>& rules_for(std::string_view role) {
-    for (const auto& [r, rules] : kinds_)
-      if (r == role) return rules;
+  // A tensor kind: the rules that name it and whose conditions on the whole model hold (in the format's order), and
+  // the type they choose per layer, worked out on first use (index il + 1; the layers repeat, the rules do not).
+  struct Kind {
+    std::string role;
+    const char* literal = nullptr;  // the name's characters as first asked: callers pass the same literals again
     std::vector<const TensorTypeRule*> rules;
+    std::vector<const GgmlType*> by_layer;
+  };
+
+  Kind& kind(std::string_view role) {
+    for (Kind& k : kinds_)  // the same characters as last time: one compare instead of one per kind
+      if (k.literal == role.data() && k.role == role) return k;
+    for (Kind& k : kinds_)
+      if (k.role == role) return k;
+    Kind k{std::string(role), role.data(), {}, std::vector<const GgmlType*>(static_cast<size_t>(model_.layers) + 1, nullptr)};
     for (const auto& r : format_.rules)
-      if (std::find(r.tensors.begin(), r.tensors.end(), role) != r.tensors.end() && holds_for_model(r)) rules.push_back(&r);
-    kinds_.emplace_back(std::string(role), std::move(rules));
-    return kinds_.back().second;
+      if (std::find(r.tensors.begin(), r.tensors.end(), role) != r.tensors.end() && holds_for_model(r)) k.rules.push_back(&r);
+    kinds_.push_back(std::move(k));
+    return kinds_.back();
+  }
+
+  const GgmlType* chosen_type(Kind& k, int il) {
+    const size_t slot = il < 0 ? 0 : static_cast<size_t>(il) + 1;
+    if (slot < k.by_layer.size() && k.by_layer[slot]) return k.by_layer[slot];
+    const std::string* chosen = &format_.base_type;
+    for (const TensorTypeRule* r : k.rules)
+      if (layer_selected(*r, il, model_.layers)) chosen = &r->type;
+    const GgmlType* type = &lookup(*chosen);
+    if (slot < k.by_layer.size()) k.by_layer[slot] = type;
+    return type;
   }
 
   bool holds_for_model(const TensorTypeRule& r) const {
@@ -101,7 +119,7 @@ class RecipeTyper {
   const WeightFormat& format_;
   const EngineSpec& engine_;
   const std::string field_;
-  std::deque<std::pair<std::string, std::vector<const TensorTypeRule*>>> kinds_;  // deque: references stay valid
+  std::deque<Kind> kinds_;  // deque: references stay valid
   std::vector<std::pair<std::string, const GgmlType*>> types_;
 };
 
@@ -449,11 +467,91 @@ WeightBytes weight_bytes_from_params(const ModelSpec& m, const WeightFormat& for
   return out;
 }
 
+namespace {
+// A layer whose tensors equal an earlier layer's (names, types, shapes) gets that layer's parts and matrices again
+// under its own index: a model's layers mostly repeat, and the ranker sizes every offered format.
+template <class Keep>
+class LayerReuse {
+ public:
+  LayerReuse(SizedWeights& out, Keep& keep) : out_(out), keep_(keep) {}
+
+  void add(const RecipeTensor& t) {
+    if (t.il != il_) flush();
+    if (t.il < 0) return keep_(t);
+    il_ = t.il;
+    pending_.push_back(t);
+  }
+
+  void flush() {
+    if (pending_.empty()) return;
+    for (const Seen& seen : seen_)
+      if (same(seen.tensors, pending_)) return repeat(seen);
+    const size_t first_part = out_.parts.size(), first_matrix = out_.matrices.size();
+    for (const RecipeTensor& t : pending_) keep_(t);
+    if (seen_.size() < kRemembered)
+      seen_.push_back(Seen{pending_, first_part, first_matrix, out_.parts.size() - first_part, out_.matrices.size() - first_matrix});
+    pending_.clear();
+  }
+
+ private:
+  struct Seen {
+    std::vector<RecipeTensor> tensors;
+    size_t first_part, first_matrix, n_parts, n_matrices;
+  };
+  static constexpr size_t kRemembered = 8;  // a period of up to 8 layer kinds (llama-quant's more_bits repeats in 3)
+
+  // The names come from the recipe's literals, so equal names are mostly the same characters: compared by address first.
+  static bool same_name(std::string_view a, std::string_view b) { return (a.data() == b.data() && a.size() == b.size()) || a == b; }
+  static bool same(const std::vector<RecipeTensor>& a, const std::vector<RecipeTensor>& b) {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i)
+      if (&a[i].type != &b[i].type || a[i].ne0 != b[i].ne0 || a[i].nrows != b[i].nrows || a[i].on_host != b[i].on_host ||
+          !same_name(a[i].base, b[i].base) || !same_name(a[i].suffix, b[i].suffix))
+        return false;
+    return true;
+  }
+
+  void repeat(const Seen& seen) {
+    const int shift = static_cast<int>(out_.matrices.size()) - static_cast<int>(seen.first_matrix);
+    for (size_t i = 0; i < seen.n_matrices; ++i) out_.matrices.push_back(out_.matrices[seen.first_matrix + i]);
+    for (size_t i = 0; i < seen.n_parts; ++i) {
+      SizedWeights::Part p = out_.parts[seen.first_part + i];
+      p.il = il_, p.first_matrix += shift;
+      out_.parts.push_back(p);
+    }
+    pending_.clear();
+  }
+
+  SizedWeights& out_;
+  Keep& keep_;
+  int il_ = -1;
+  std::vector<RecipeTensor> pending_;
+  std::vector<Seen> seen_;
+};
+}  // namespace
+
 SizedWeights sized_weights(const ModelSpec& m, const WeightFormat& format, const EngineSpec& engine, const BackendSpec& backend,
                            bool names) {
   const BackendSpec& cpu = engine.backend("cpu");
   SizedWeights out;
   out.exact = !m.file_tensors.empty();
+  // Layer after layer the same shapes recur in the same types: each (type, shape) is sized once per buffer.
+  struct Sized {
+    const GgmlType* type;
+    std::int64_t ne0, nrows;
+    Figure gpu, cpu;
+  };
+  std::vector<Sized> sizes;
+  sizes.reserve(64);
+  const bool gpu_backend = backend.id != "cpu";
+  auto sized = [&](const GgmlType& type, std::int64_t ne0, std::int64_t nrows) -> const Sized& {
+    for (const Sized& z : sizes)
+      if (z.type == &type && z.ne0 == ne0 && z.nrows == nrows) return z;
+    if (sizes.size() >= 64) sizes.pop_back();  // a file of many shapes: the recent ones are the ones that recur
+    const Figure on_gpu = tensor_bytes(type, ne0, nrows, backend);
+    sizes.push_back({&type, ne0, nrows, on_gpu, &backend == &cpu ? on_gpu : tensor_bytes(type, ne0, nrows, cpu)});
+    return sizes.back();
+  };
   // `matrix`: the tensor's name within its layer when it is a matmul weight the GPU copies from RAM, else "".
   auto keep = [&](int il, std::string_view base, std::string_view matrix, bool on_host, const GgmlType& type, std::int64_t ne0,
                   std::int64_t nrows, auto&& name) {
@@ -463,14 +561,15 @@ SizedWeights sized_weights(const ModelSpec& m, const WeightFormat& format, const
     t.on_host = on_host;
     t.token_embd = il < 0 && base == "token_embd";
     t.tied_copy = base == kTiedOutputCopy;
-    const Figure on_gpu = tensor_bytes(type, ne0, nrows, backend);
-    const Figure on_cpu = &backend == &cpu ? on_gpu : tensor_bytes(type, ne0, nrows, cpu);
+    const Sized& z = sized(type, ne0, nrows);
+    const Figure& on_gpu = z.gpu;
+    const Figure& on_cpu = z.cpu;
     t.gpu = on_gpu.bytes, t.gpu_raw = on_gpu.unpadded, t.cpu = on_cpu.bytes, t.cpu_raw = on_cpu.unpadded;
     // op offload (ggml-cuda ggml_backend_cuda_device_offload_op): host weights used in matmuls are copied into the
     // GPU compute buffer for batches >= 32; token_embd is a get_rows, not a matmul.
     if (nrows > 1 && !t.token_embd) t.largest_cpu_matrix = t.cpu_raw;
     t.first_matrix = static_cast<int>(out.matrices.size());
-    if (nrows > 1 && !matrix.empty() && matrix != "token_embd" && backend.id != "cpu") {
+    if (nrows > 1 && gpu_backend && !matrix.empty() && matrix != "token_embd") {
       out.matrices.push_back({std::string(matrix), on_gpu.bytes});
       t.n_matrices = 1;
     }
@@ -500,11 +599,18 @@ SizedWeights sized_weights(const ModelSpec& m, const WeightFormat& format, const
   if (format.base_type.empty()) throw InputError("--weights", format.id, "has no per-tensor recipe in data/weights; cannot size it");
   check_has_recipe(m, format);
   RecipeTyper typer(m, format, engine);
-  for_each_recipe_tensor(m, typer, [&](const RecipeTensor& t) {
+  auto keep_recipe = [&](const RecipeTensor& t) {
     const bool matmul = t.suffix == ".weight" || t.base == kTiedOutputCopy;
     const std::string_view matrix = !matmul ? std::string_view() : t.base == kTiedOutputCopy ? std::string_view("output") : t.base;
     keep(t.il, t.base, matrix, t.on_host, t.type, t.ne0, t.nrows, [&] { return tensor_name(t); });
-  });
+  };
+  if (names) {
+    for_each_recipe_tensor(m, typer, keep_recipe);
+    return out;
+  }
+  LayerReuse layers(out, keep_recipe);
+  for_each_recipe_tensor(m, typer, [&](const RecipeTensor& t) { layers.add(t); });
+  layers.flush();
   return out;
 }
 

@@ -78,7 +78,7 @@ EvidenceBounds evidence_bounds(const PriorParams& p, const QualityInput& in, boo
   // Each analog says how far off the prior was on its own cell (measured / predicted there).
   std::vector<std::pair<const TypeSensitivity*, const TypeSensitivity*>> types;
   types.reserve(p.analogs.size());
-  for (const auto& a : p.analogs) types.emplace_back(find_type(p, a.k_type), find_type(p, a.v_type));
+  for (const auto& a : p.analogs) types.emplace_back(p.type_at(a.k_index, a.k_type), p.type_at(a.v_index, a.v_type));
   double lo = INFINITY, hi = 0;
   for (int pass = 0; pass < 2 && out.analogs.empty(); ++pass) {
     for (size_t i = 0; i < p.analogs.size(); ++i) {

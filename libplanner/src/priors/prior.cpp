@@ -62,8 +62,8 @@ const MeasuredEvidence* nearest_measurement(const PriorParams& p, const QualityI
   const MeasuredEvidence* best = nullptr;
   double best_score = -std::numeric_limits<double>::infinity();
   for (const auto& m : p.measured) {
-    const TypeSensitivity* mk = find_type(p, m.k_type);
-    const TypeSensitivity* mv = find_type(p, m.v_type);
+    const TypeSensitivity* mk = p.type_at(m.k_index, m.k_type);
+    const TypeSensitivity* mv = p.type_at(m.v_index, m.v_type);
     if (!mk || !mv || mk->quantized() != k.quantized() || mv->quantized() != v.quantized()) continue;
     if (k.quantized() && std::abs(mk->k_bits - k.k_bits) > 0.6) continue;
     if (v.quantized() && std::abs(mv->v_bits - v.v_bits) > 0.6) continue;
