@@ -347,15 +347,14 @@ Bytes headroom_at(const Setup& s, const Candidate& c, int ctx, bool devices_only
   return least;
 }
 
-// Where the headroom reaches zero between two probes, in steps, if memory grew linearly between them.
+}  // namespace
+
 int linear_guess(int lo, Bytes headroom_lo, int hi, Bytes headroom_hi) {
   const double t = static_cast<double>(headroom_lo) / (static_cast<double>(headroom_lo) - static_cast<double>(headroom_hi));
   return std::clamp(lo + static_cast<int>(t * (hi - lo)), lo + 1, hi - 1);
 }
 
-}  // namespace
-
-bool devices_fit(const Setup& s, const Candidate& c, int ctx) { return headroom_at(s, c, ctx, true) >= 0; }
+Bytes devices_headroom(const Setup& s, const Candidate& c, int ctx) { return headroom_at(s, c, ctx, true); }
 
 Option account(const Setup& s, const Candidate& c, int ctx) {
   if (s.own_memory) return account_runtime(s, c, ctx);
@@ -371,31 +370,27 @@ Option account(const Setup& s, const Candidate& c, int ctx) {
 
 
 // The largest context (a multiple of 256, at most `cap`) at which the option fits; 0 if none. Memory grows
-// almost linearly with the context, so after the cap and one step a linear guess and the step after it usually
-// bracket the answer (four probes instead of the bisection's nine); the bisection finishes whatever it misses.
+// almost linearly with the context: after the cap and one step, last_fitting's linear guess (four probes instead
+// of the bisection's nine).
 int largest_fitting_ctx(const Setup& s, const Candidate& c, int cap) {
   // Without unified KV each slot gets PAD(ctx / n_parallel, 256): step by whole slots.
   const int step = s.own_memory ? 256 : s.engine->ctx_pad * (s.request.kv_unified ? 1 : s.request.n_parallel);
-  int lo = 0, hi = cap / step;  // in steps: lo fits (or is 0), hi does not
+  const int hi = cap / step;  // in steps
   if (hi < 1) return 0;
-  auto fits = [&](int steps) { return s.own_memory ? account(s, c, steps * step).fits() : headroom_at(s, c, steps * step) >= 0; };
   if (!s.own_memory && hi > 2) {
-    const Bytes at_cap = headroom_at(s, c, hi * step);
+    auto headroom = [&](int steps) { return headroom_at(s, c, steps * step); };
+    const Bytes at_cap = headroom(hi);
     if (at_cap >= 0) return hi * step;
-    const Bytes at_one = headroom_at(s, c, step);
+    const Bytes at_one = headroom(1);
     if (at_one < 0) return 0;
-    lo = 1;
-    if (hi - lo > 1) {
-      const int guess = linear_guess(lo, at_one, hi, at_cap);
-      (fits(guess) ? lo : hi) = guess;
-      if (lo == guess && guess + 1 < hi) (fits(guess + 1) ? lo : hi) = guess + 1;
-    }
-  } else if (fits(hi)) {
-    return hi * step;
+    return last_fitting(1, at_one, hi, at_cap, headroom) * step;
   }
-  while (hi - lo > 1) {
-    const int mid = (lo + hi) / 2;
-    (fits(mid) ? lo : hi) = mid;
+  auto fits = [&](int steps) { return s.own_memory ? account(s, c, steps * step).fits() : headroom_at(s, c, steps * step) >= 0; };
+  if (fits(hi)) return hi * step;
+  int lo = 0, top = hi;  // lo fits (or is 0), top does not
+  while (top - lo > 1) {
+    const int mid = (lo + top) / 2;
+    (fits(mid) ? lo : top) = mid;
   }
   return lo * step;
 }

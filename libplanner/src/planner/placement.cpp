@@ -27,25 +27,24 @@ std::optional<Candidate> offloaded(const Setup& s, const Candidate& c, int ctx) 
   // with the least in RAM that the GPU holds is also the one most likely to fit RAM (which the caller checks).
   // Asking both made it monotonic in neither: Qwen3-30B-A3B Q6_K on 24 GB with 22 GiB of RAM failed because all
   // experts in RAM overflow RAM, though 9 layers' experts (4.4 GiB) fit both.
-  auto fits = [&](int n) { return devices_fit(s, placed(s, c, experts, n), ctx); };
+  // The GPU's need grows about linearly with what it holds, so the search is last_fitting's linear guess.
+  auto headroom = [&](int n) { return devices_headroom(s, placed(s, c, experts, n), ctx); };
+  const int layers = m.layers;
   if (experts) {
-    // the fewest layers whose experts go to RAM
-    if (!fits(m.layers)) return placed(s, c, true, m.layers);  // all of them; the context search shortens the rest
-    int lo = 0, hi = m.layers;  // lo does not fit (full offload failed), hi fits
-    while (hi - lo > 1) {
-      const int mid = (lo + hi) / 2;
-      (fits(mid) ? hi : lo) = mid;
-    }
-    return placed(s, c, true, hi);
+    // the fewest layers whose experts go to RAM: the most, k, whose experts stay on the GPU
+    const Bytes all_in_ram = headroom(layers);
+    if (all_in_ram < 0) return placed(s, c, true, layers);  // all of them; the context search shortens the rest
+    const Bytes none_in_ram = headroom(0);  // the caller found the full offload short; at least one layer's experts move
+    if (none_in_ram >= 0) return placed(s, c, true, 1);
+    const int kept = last_fitting(0, all_in_ram, layers, none_in_ram, [&](int k) { return headroom(layers - k); });
+    return placed(s, c, true, layers - kept);
   }
-  // the most layers on the GPU (-ngl counts the output layer first at b10454: m.layers + 1 is everything)
-  if (!fits(0)) return fits(1) ? std::optional<Candidate>(placed(s, c, false, 1)) : std::nullopt;
-  int lo = 0, hi = m.layers + 1;  // lo fits, hi does not
-  while (hi - lo > 1) {
-    const int mid = (lo + hi) / 2;
-    (fits(mid) ? lo : hi) = mid;
-  }
-  return placed(s, c, false, lo);
+  // the most layers on the GPU (-ngl counts the output layer first at b10454: layers + 1 is everything)
+  const Bytes none = headroom(0);
+  if (none < 0) return headroom(1) >= 0 ? std::optional<Candidate>(placed(s, c, false, 1)) : std::nullopt;
+  const Bytes everything = headroom(layers + 1);  // the caller found it short; were it not, the most is `layers`
+  if (everything >= 0) return placed(s, c, false, layers);
+  return placed(s, c, false, last_fitting(0, none, layers + 1, everything, headroom));
 }
 
 }  // namespace kvplan::detail

@@ -151,9 +151,30 @@ WeightBytes candidate_weight_bytes(const Setup& s, const WeightFormat& f, const 
 
 // ---- account.cpp: every allocation of one candidate at one context, pool by pool ----
 Option account(const Setup& s, const Candidate& c, int ctx);
-// Whether the GPU(s) hold the option at `ctx`, whatever host RAM says (llama.cpp's own memory model only).
-bool devices_fit(const Setup& s, const Candidate& c, int ctx);
+// The tightest headroom of the GPU(s) alone at `ctx`, whatever host RAM says (llama.cpp's own memory model only;
+// negative: they do not hold it).
+Bytes devices_headroom(const Setup& s, const Candidate& c, int ctx);
 int largest_fitting_ctx(const Setup& s, const Candidate& c, int cap);
+// Where the headroom reaches zero between two probes, if memory grew linearly between them.
+int linear_guess(int lo, Bytes headroom_lo, int hi, Bytes headroom_hi);
+// The largest n in [lo, hi) with headroom(n) >= 0, given headroom(lo) = h_lo >= 0 > headroom(hi) = h_hi, for a
+// headroom that falls about linearly in n (per context step, per layer on the GPU): a linear guess and the step
+// after it usually bracket the answer (two probes instead of log2(hi - lo)); a bisection finishes whatever they
+// miss. Wherever the headroom is monotone the answer is the bisection's.
+template <class Headroom>
+int last_fitting(int lo, Bytes h_lo, int hi, Bytes h_hi, Headroom&& headroom) {
+  auto fits = [&](int n) { return headroom(n) >= 0; };
+  if (hi - lo > 1) {
+    const int guess = linear_guess(lo, h_lo, hi, h_hi);
+    (fits(guess) ? lo : hi) = guess;
+    if (lo == guess && guess + 1 < hi) (fits(guess + 1) ? lo : hi) = guess + 1;
+  }
+  while (hi - lo > 1) {
+    const int mid = lo + (hi - lo) / 2;
+    (fits(mid) ? lo : hi) = mid;
+  }
+  return lo;
+}
 
 // ---- placement.cpp: the candidate with layers or experts in RAM so that it fits at ctx (nullopt: never) ----
 std::optional<Candidate> offloaded(const Setup& s, const Candidate& c, int ctx);
