@@ -451,6 +451,32 @@ TEST_CASE("GPU compute buffer with host weights: each op-offload copy lives besi
   CHECK(g->unplaced() == 512 * mib);
 }
 
+TEST_CASE("build rule moe_batched: before it, one MUL_MAT_ID per chosen expert slot (llama.cpp up to April 2024)") {
+  // llama.cpp's build_llama MoE branch until about April 2024 (data/engines/llama.cpp.yaml moe_batched): for each of
+  // the n_expert_used slots, ggml_mul_mat_id(..., selected_experts, i, cur) gives one [expert_ff, n_tokens] product
+  // for up and one for gate; since, one MUL_MAT_ID over every slot gives [expert_ff, n_expert_used, n_tokens]. With
+  // FA and the logits on another device, those products are the graph's largest tensors (Mixtral: 14336 x 512 x 4 B
+  // = 28 MiB per slot, two slots).
+  const ModelSpec& m = kvtest::catalog().model("mixtral-8x7b-instruct-v0.1");
+  const GgmlType& f16 = kvtest::type("f16");
+  const auto s = context_shape(m, kvtest::engine(), 512, 1, false, 512, 512, true);
+  GraphTarget t;
+  t.inputs = GraphInputs::copied;
+  t.holds_output = false;
+  auto largest = [&](const EngineSpec& engine) {
+    const auto g = reserve_graph(m, engine, s, f16, f16, true, t);
+    REQUIRE(g);
+    std::int64_t out = 0;
+    for (const auto& x : g->tensors())
+      if (x.view_of < 0) out = std::max(out, x.bytes());
+    return out;
+  };
+  EngineSpec old = kvtest::engine();
+  old.build = 1880;
+  CHECK(largest(kvtest::engine()) == 14336LL * 2 * 512 * 4);
+  CHECK(largest(old) == 14336LL * 512 * 4);
+}
+
 namespace {
 // What compute_bytes takes from a reserve graph (pipeline parallelism keeping n_copies of each input).
 struct GraphFigures {

@@ -91,7 +91,8 @@ class Builder {
           const GgmlType& type_k, const GgmlType& type_v, bool flash_attn, const GraphTarget& target, int cut)
       : m_(m), arch_(arch), type_k_(type_k), type_v_(type_v), fa_(flash_attn), rotate_(engine.rule_holds("kv_rotation")),
         mask_f16_(engine.rule_holds("kq_mask_f16")), embd_select_(engine.rule_holds("embd_input_select")),
-        glu_op_(engine.rule_holds("glu_op")), set_rows_(engine.rule_holds("kv_set_rows")), target_(target), cut_(cut),
+        glu_op_(engine.rule_holds("glu_op")), set_rows_(engine.rule_holds("kv_set_rows")),
+        moe_batched_(engine.rule_holds("moe_batched")), target_(target), cut_(cut),
         // graph_reserve: n_seq_max sequences, the tokens rounded up to a multiple of them
         n_seqs_(std::max(1, s.n_seq)), ub_((s.n_ubatch + n_seqs_ - 1) / n_seqs_ * n_seqs_),
         ns_(std::max(1, s.n_stream)), e_(m.embd), n_out_(s.n_outputs > 0 ? std::min<std::int64_t>(s.n_outputs, ub_) : ub_) {
@@ -538,6 +539,7 @@ class Builder {
       weights = g_.view(g_.inplace({flat, clamped}), {1, n_used, rows, 1});
       if (arch_.moe_gating == "sigmoid_bias") weights = g_.inplace({weights});  // SCALE by expert_weights_scale
     }
+    if (!moe_batched_) return expert_loop(x, top, weights, rows, il);
     const int xs = g_.view(x, {e_, 1, rows, 1});
     const int gate = g_.inplace({matmul({ffe, n_used, rows, 1}, {xs, top}, il, "ffn_gate_exps", rows), top});  // + ADD_ID bias
     const int up = g_.inplace({matmul({ffe, n_used, rows, 1}, {xs, top}, il, "ffn_up_exps", rows), top});
@@ -549,10 +551,28 @@ class Builder {
     return sum;
   }
 
+  // Before the batched MUL_MAT_ID (build rule moe_batched): one MUL_MAT_ID per chosen expert slot, each an
+  // [expert_ff, n_tokens] product, and the weighted outputs summed by ADDs (llama.cpp's build_llama MoE branch up to
+  // April 2024: ggml_mul_mat_id(ctx0, ffn_up_exps, selected_experts, i, cur), silu of the gate, MUL by up, the down
+  // product, MUL by the slot's weight, ADD into moe_out; PR #4406's ggml_mul_mat_id(ctx, as, ids, id, b)).
+  int expert_loop(int x, int top, int weights, std::int64_t rows, int il) {
+    const std::int64_t n_used = m_.moe->experts_used, ffe = m_.moe->expert_ff;
+    int moe_out = -1;
+    for (std::int64_t i = 0; i < n_used; ++i) {
+      const int up = matmul({ffe, rows, 1, 1}, {x, top}, il, "ffn_up_exps", rows);
+      const int gate = matmul({ffe, rows, 1, 1}, {x, top}, il, "ffn_gate_exps", rows);
+      const int act = g_.inplace({up, g_.inplace({gate})});  // MUL(up, silu(gate)), both in place
+      const int down = matmul({e_, rows, 1, 1}, {act, top}, il, "ffn_down_exps", rows);
+      const int weighted = g_.inplace({down, g_.view(weights, {1, rows, 1, 1})});
+      moe_out = i == 0 ? weighted : g_.inplace({moe_out, weighted});
+    }
+    return moe_out;
+  }
+
   const ModelSpec& m_;
   const EngineSpec::ArchRule& arch_;
   const GgmlType &type_k_, &type_v_;
-  const bool fa_, rotate_, mask_f16_, embd_select_, glu_op_, set_rows_;
+  const bool fa_, rotate_, mask_f16_, embd_select_, glu_op_, set_rows_, moe_batched_;
   const GraphTarget target_;
   const int cut_;  // > 0: leave out periods of this many times a run's period of alike layers
   const std::int64_t n_seqs_, ub_, ns_, e_, n_out_;
