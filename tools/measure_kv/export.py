@@ -2,7 +2,8 @@
 """Copy the harness results (data/priors/measured/<model-id>-kv-sweep.csv) into data/priors/measurements.csv,
 the table tools/fit_priors.py fits: one measurements.csv row per result row, the provenance columns folded into
 `notes`, ids `<prefix>c<ctx>_<K>_<V>_<rot|norot|base>_<metric>` with one prefix per model (PREFIXES: kvplan270m-
-for Gemma 3 270M, kvplansmol135m- for SmolLM2-135M-Instruct). Rows of earlier exports of that model (its prefix)
+for Gemma 3 270M, kvplansmol135m- for SmolLM2-135M-Instruct,
+kvplanqwen05b- for Qwen2.5-Coder-0.5B-Instruct). Rows of earlier exports of that model (its prefix)
 are replaced, every other row is kept as it is and in its place; a model exported for the first time is appended.
 Run after measure.py (and --normalize), then refit."""
 from __future__ import annotations
@@ -17,7 +18,7 @@ MEASURED = ROOT / "data/priors/measured"
 SWEEP = MEASURED / "gemma3-270m-kv-sweep.csv"
 MEASUREMENTS = ROOT / "data/priors/measurements.csv"
 # model id (measure.py MODELS; the sweep file is <model id>-kv-sweep.csv) -> measurements.csv id prefix
-PREFIXES = {"gemma3-270m": "kvplan270m-", "smollm2-135m": "kvplansmol135m-"}
+PREFIXES = {"gemma3-270m": "kvplan270m-", "smollm2-135m": "kvplansmol135m-", "qwen25-coder-0.5b": "kvplanqwen05b-"}
 PREFIX = PREFIXES["gemma3-270m"]
 # prefixes whose rows keep the notes of their first export (the provenance columns stay in the sweep file only)
 LEGACY_NOTES = {"kvplan270m-"}
