@@ -452,9 +452,17 @@ class Config:
 FAMILY_CODEBOOKS: dict[str, set[str]] = {}
 
 
-def family_covers(family: str, k_type: str) -> bool:
+def family_covers(family: str, k_type: str, eq=None) -> bool:
+    """A family's K factor reaches the codebooks its rows measured and every type of as many equivalent K bits or
+    fewer within its range (fewer bits never lose less; prior.cpp family_covers). `eq`: type_eq_bits."""
     books = FAMILY_CODEBOOKS.get(family)
-    return books is None or TYPE[k_type].codebook in books
+    if books is None or TYPE[k_type].codebook in books:
+        return True
+    if eq is None:
+        return False
+    top = FAMILIES[family][2] if family in FAMILIES else 0.0
+    bits = eq[k_type][0]
+    return any(TYPE[t].bits < 16 and bits <= eq[t][0] <= top and TYPE[t].codebook in books for t in TYPE if t in eq)
 
 
 def family_codebooks(rows: list["Row"], eq) -> dict[str, set[str]]:
@@ -542,7 +550,7 @@ class Model:
             s = self.size_factor(n, p["size_exponent_k"])
             alpha = min(p["alpha_k"] * (fx["size_ref_b"] / n) ** p["alpha_k_size"], fx["alpha_k_max"]) if bk <= fx["low_bits"] else 0.0
             f_rot = f_norot = 1.0
-            if fam and fam[0][0] and bk <= fam[2] and family_covers(c.family, c.k_type):
+            if fam and fam[0][0] and bk <= fam[2] and family_covers(c.family, c.k_type, self.eq):
                 f_rot, f_norot = p[fam[0][0]], p[fam[0][1]]
             # rotation never predicted to hurt: a rotated K term is at most the unrotated one (prior.cpp kv_parts)
             k_norot = f_norot * a_norot

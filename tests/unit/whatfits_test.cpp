@@ -365,10 +365,13 @@ TEST_CASE("needs: the answer meets the requirement, and less memory does not") {
     CHECK(d->option.fits());
   }
   CHECK(n.smallest_gpu->option.decode_tps >= n.floor_tps);
-  // 64 MiB less: no option reaches the target with 8-bit K
+  CHECK(n.smallest_memory->option.quality.risk != Risk::avoid);
+  // 64 MiB less: no option reaches the target with 8-bit K on the device alone, short of a weights format whose loss
+  // is "avoid" (docs/ranking.md §10: a plan to avoid does not meet the task)
   Request less = r;
   less.gpu = std::to_string(n.smallest_memory->memory / (1 << 20) - 64) + "MiB";
   less.top = 1000;
   for (const auto& o : plan(c, less).options)
-    CHECK_FALSE((o.fits() && o.ctx_per_slot >= n.target_ctx && (o.cache_type_k == "f16" || o.cache_type_k == "q8_0") && !o.n_gpu_layers && !o.n_cpu_moe));
+    CHECK_FALSE((o.fits() && o.ctx_per_slot >= n.target_ctx && (o.cache_type_k == "f16" || o.cache_type_k == "q8_0") && !o.n_gpu_layers &&
+                 !o.n_cpu_moe && o.quality.risk != Risk::avoid));
 }

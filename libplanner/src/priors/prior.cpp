@@ -131,6 +131,22 @@ double weights_factor(const PriorParams& p, double bpw) {
   return p.w_low;
 }
 
+namespace {
+// Whether a family's K factor reaches type k: the codebooks its own rows measured, and every type of as many
+// equivalent bits or fewer (within the factor's range), since fewer bits never lose less: a factor fitted to q4_0
+// (4.5 bits) reaches q4_1 and iq4_nl, one fitted to 4-bit TurboQuant never reaches q4_0 (tools/fit_priors.py
+// family_covers; docs/priors.md 1.4).
+bool family_covers(const PriorParams& p, const FamilyFactor& fam, const TypeSensitivity& k) {
+  auto measured = [&](const std::string& codebook) {
+    return fam.k_codebooks.empty() || std::find(fam.k_codebooks.begin(), fam.k_codebooks.end(), codebook) != fam.k_codebooks.end();
+  };
+  if (measured(k.codebook)) return true;
+  for (const auto& t : p.types)
+    if (t.quantized() && t.k_bits <= fam.k_low_bits_max && t.k_bits >= k.k_bits && measured(t.codebook)) return true;
+  return false;
+}
+}  // namespace
+
 KvParts kv_parts(const PriorParams& p, const QualityInput& in) {
   const TypeSensitivity& k = p.type(in.type_k);
   const TypeSensitivity& v = p.type(in.type_v);
@@ -142,10 +158,8 @@ KvParts kv_parts(const PriorParams& p, const QualityInput& in) {
   if (k.quantized()) {
     const double alpha = k.k_bits <= p.low_bits ? alpha_k(p, n_b) : 0;
     double f_rot = 1, f_norot = 1;
-    // a family's K factor is fitted to the codebooks its own rows measured and applies to those only
-    const bool measured_codebook = fam && (fam->k_codebooks.empty() || std::find(fam->k_codebooks.begin(), fam->k_codebooks.end(),
-                                                                                  k.codebook) != fam->k_codebooks.end());
-    if (measured_codebook && k.k_bits <= fam->k_low_bits_max) f_rot = fam->k_low_bits_rot, f_norot = fam->k_low_bits_norot;
+    // a family's K factor is fitted to the codebooks its own rows measured, and reaches types of no more bits
+    if (fam && k.k_bits <= fam->k_low_bits_max && family_covers(p, *fam, k)) f_rot = fam->k_low_bits_rot, f_norot = fam->k_low_bits_norot;
     // Rotation is never predicted to hurt: a rotated K term is at most the unrotated one (tools/fit_priors.py kv_parts).
     const double unrotated = f_norot * type_loss_k(p, k, false, n_b);
     const double base = rot_k ? std::min(f_rot * type_loss_k(p, k, true, n_b), unrotated) : unrotated;
