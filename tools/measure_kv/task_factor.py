@@ -34,7 +34,9 @@ def implied(drop: float, lost: int, n: int, loss: float) -> str:
         return "-"
     if lost == 0:
         return f"< {-math.log1p(-1.0 / n) / loss:.3g}"
-    return f"{-math.log1p(-min(drop, 1 - 1e-9)) / loss:.3g}"
+    if drop >= 1 - 1e-9:  # every query lost: at least as large as one query short of that
+        return f"> {-math.log(1.0 / n) / loss:.3g}"
+    return f"{-math.log1p(-drop) / loss:.3g}"
 
 
 def main() -> None:
