@@ -169,12 +169,10 @@ TEST_CASE("tool calling past 32K is stricter than below it; chat is the most tol
   const double chat = assess("llama-3.1-8b", "q8_0", "q4_0", 65536, "chat").expected_loss;
   CHECK(agent_long > 3 * agent_short);
   CHECK(chat < agent_short);
-  // Fitted: ~2-3% (a hand calculation with the hand-set prior v1's values said ~8%): a warning, never "free" nor "avoid"
-  // (4-bit V with 8-bit K is the trade the evidence recommends; V-only rows lose little: docs/priors.md 1).
-  CHECK(agent_long > 0.01);
+  // Fitted: ~3% (a hand calculation with the hand-set prior v1's values said ~8%); either way a warning, not "avoid".
+  CHECK(agent_long > 0.02);
   CHECK(agent_long < 0.10);
-  const Risk band = priors::risk_band(kvtest::catalog().prior, agent_long);
-  CHECK((band == Risk::mild || band == Risk::noticeable));
+  CHECK(priors::risk_band(kvtest::catalog().prior, agent_long) == Risk::noticeable);
 }
 
 TEST_CASE("weights loss: Q4_K_M adds PR #6936's +2.8% at 8B, less for larger models") {
@@ -350,7 +348,11 @@ TEST_CASE("read_measurements: llama-perplexity output, plain runs paired with f1
 }
 
 TEST_CASE("calibrate: a user's measurements scale the model's K and V terms, narrow the interval and are cited") {
-  const auto& c = kvtest::catalog();
+  const auto& c0 = kvtest::catalog();
+  // A prior spread of x[1/4, 4] (about the fits' of 2025-2026), so that the shrinkage tested below does not move with
+  // each refit of the interval (x[0.35, 2.50] on 2026-12-03 shrinks the K factor to 1.96).
+  Catalog c = c0;
+  c.prior.interval_low = 0.25, c.prior.interval_high = 4;
   const ModelSpec& m = c.model("llama-3.1-8b");
   // "Measured" values: K terms 4x what the prior predicts, V terms as predicted.
   priors::QualityInput in;
@@ -369,9 +371,9 @@ TEST_CASE("calibrate: a user's measurements scale the model's K and V terms, nar
   const ModelCalibration* mc = cal.calibration(m.id);
   REQUIRE(mc != nullptr);
   CHECK(mc->rows == 4);
-  // shrunk toward 1 by the prior's spread (its 80% interval, x0.3..x2.6 in the fit of 2026-12-03), but most of the
-  // way: four consistent rows weigh about as much as the prior or more (4^0.45 = 1.87)
-  CHECK(mc->k_factor > 1.87);
+  // shrunk toward 1 by the prior's spread, but more than half the way to 4 in log terms (4^0.5 = 2): four
+  // consistent rows outweigh the prior
+  CHECK(mc->k_factor > 2.0);
   CHECK(mc->k_factor < 4.5);
   CHECK(mc->v_factor == Approx(1).margin(0.3));
   CHECK(mc->interval_high < c.prior.interval_high);
@@ -542,28 +544,27 @@ TEST_CASE("the largest predicted loss for a >= 7B catalog model at >= 4 bits lie
     if (r.at("kind") != "excluded" && r.at("base_k_type").empty() && r.at("saturate") != "yes")
       measured[r.at("id")] = std::max(0.0, std::stod(r.at("measured")));
   Quality worst;
-  std::string what;
+  std::string what, worst_family, worst_k;
   for (const auto& m : c.models) {
     if (m.params < 7'000'000'000) continue;
     for (const char* k : kLlamaTypes)
       for (const char* v : kLlamaTypes)
         for (int ctx : {2048, 32768}) {
           const Quality q = assess(m.id.c_str(), k, v, ctx, "general", true);
-          if (q.kv_loss > worst.kv_loss) worst = q, what = m.id + " K=" + k + " V=" + v + " ctx " + std::to_string(ctx);
+          if (q.kv_loss > worst.kv_loss)
+            worst = q, what = m.id + " K=" + k + " V=" + v + " ctx " + std::to_string(ctx), worst_family = m.family, worst_k = k;
         }
   }
   INFO("largest: " << what << " " << worst.kv_loss * 100 << "%");
   if (!worst.extrapolated) {
     // A cell its family measured (at another size): bounded by that family's own rows of the K type, at any size
     // (the size term only lowers a larger model's loss). Qwen2.5 q4_0 K since kvplan's Qwen2.5-Coder-0.5B sweep.
-    const std::string family = c.model(what.substr(0, what.find(' '))).family;
-    const std::string k = what.substr(what.find("K=") + 2, what.find(" V=") - what.find("K=") - 2);
     double top = 0;
     for (const auto& r : rows)
-      if (r.at("kind") != "excluded" && r.at("family") == family && r.at("k_type") == k && r.at("base_k_type").empty() &&
+      if (r.at("kind") != "excluded" && r.at("family") == worst_family && r.at("k_type") == worst_k && r.at("base_k_type").empty() &&
           r.at("saturate") != "yes")
         top = std::max(top, std::stod(r.at("measured")));
-    INFO("the " << family << " family's own " << k << " K rows measured up to " << top * 100 << "%");
+    INFO("the " << worst_family << " family's own " << worst_k << " K rows measured up to " << top * 100 << "%");
     REQUIRE(top > 0);
     CHECK(worst.kv_loss <= top);
     return;

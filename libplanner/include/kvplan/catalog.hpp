@@ -511,6 +511,7 @@ struct PriorParams {
   const ModelCalibration* calibration(const std::string& model_id) const;
   // Each row's K and V type by position, so that the ranker's evidence search compares no type names (after loading).
   void index_types();
+  // The cache type named `name` (at `index` when that is still it), or nullptr; type() throws for an unknown one.
   const TypeSensitivity* type_at(int index, const std::string& name) const;
 };
 

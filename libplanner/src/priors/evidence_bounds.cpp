@@ -47,7 +47,7 @@ struct Cell {
   bool v_covered_by(const AnalogRow& a) const { return a.family == family && a.v_type == v.type; }
   // tier 0: the same codebooks on this family or on one without its own factor; 1: this family, any codebook of
   // the same bit class; 2: the same codebooks on any family (a family with its own factor is a proxy of last resort)
-  // ak, av: the row's K and V types (find_type), looked up once per row
+  // ak, av: the row's K and V types (PriorParams::type_at), looked up once per row
   bool analog(const AnalogRow& a, const TypeSensitivity* ak, const TypeSensitivity* av, int tier) const {
     if (!ak || !av || a.loss < 0) return false;
     if (rotation_matters() && a.rot_k != rot_k) return false;

@@ -97,12 +97,6 @@ std::string extrapolation_sentence(const PriorParams& p, const QualityInput& in,
 
 }  // namespace
 
-const TypeSensitivity* find_type(const PriorParams& p, const std::string& name) {
-  for (const auto& t : p.types)
-    if (t.type == name) return &t;
-  return nullptr;
-}
-
 double size_factor(const PriorParams& p, double n_b, double exponent) {
   // flat at and above the knee: no measurement shows a model beyond it losing less (docs/priors.md 1.5)
   return std::min(std::pow(std::max(p.size_knee_b / n_b, 1.0), exponent), p.size_clamp_high);
@@ -133,9 +127,9 @@ double weights_factor(const PriorParams& p, double bpw) {
 
 namespace {
 // Whether a family's K factor reaches type k: the codebooks its own rows measured, and every type of as many
-// equivalent bits or fewer (within the factor's range), since fewer bits never lose less: a factor fitted to q4_0
-// (4.5 bits) reaches q4_1 and iq4_nl, one fitted to 4-bit TurboQuant never reaches q4_0 (tools/fit_priors.py
-// family_covers; docs/priors.md 1.4).
+// equivalent bits or fewer than a type of a measured codebook (within the factor's range), since fewer bits never
+// lose less: a factor fitted to absmax rows (q4_0; q5_0 is 5.5 bits) reaches q4_1 and iq4_nl but not q5_1, one fitted
+// to TurboQuant's lloyd_max (at most 4.33 bits) never reaches q4_0 (tools/fit_priors.py family_covers; docs/priors.md 1.4).
 bool family_covers(const PriorParams& p, const FamilyFactor& fam, const TypeSensitivity& k) {
   auto measured = [&](const std::string& codebook) {
     return fam.k_codebooks.empty() || std::find(fam.k_codebooks.begin(), fam.k_codebooks.end(), codebook) != fam.k_codebooks.end();

@@ -35,8 +35,6 @@ struct EvidenceBounds {
 };
 EvidenceBounds evidence_bounds(const PriorParams& prior, const QualityInput& in, bool rot_k);
 
-// The cache type named `name`, or nullptr (PriorParams::type throws for an unknown one).
-const TypeSensitivity* find_type(const PriorParams& prior, const std::string& name);
 // Whether K's rotation changes its loss: the unrotated term vanishes at 8 bits (docs/priors.md §1.2), so only K
 // types of at most 6 equivalent bits are told apart by rotation when measurements are matched to an option.
 inline bool rotation_matters(const TypeSensitivity& k) { return k.quantized() && k.k_bits <= 6; }
