@@ -463,6 +463,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--rotation", default="on,off")
     ap.add_argument("--queries", type=int, default=64, help="queries per task and context length")
     ap.add_argument("--level", type=int, default=None, help="ladder level (index; 0 = hardest) instead of the calibrated one")
+    ap.add_argument("--from-level", type=int, default=0, help="with --calibrate: start the ladder at this level "
+                    "(the harder ones already recorded below the target)")
     ap.add_argument("--calibrate", action="store_true", help="f16/f16 only: walk the ladder, record the first level "
                     "whose exact match reaches --target")
     ap.add_argument("--target", type=float, default=0.8)
@@ -571,6 +573,8 @@ def calibrate(a: argparse.Namespace, eng: Any, filler: Filler, task: str, n_ctx:
     for li, level in enumerate(LADDER[task]):
         if stop["stop"]:
             return
+        if li < a.from_level:  # levels already recorded as failing in an earlier calibration run
+            continue
         try:
             base, _, info = run_task(eng, filler, task, level, n_ctx, [], a.cal_queries, SEED_CALIBRATE, a.ubatch, stop,
                                      not a.quiet, max_fail=int((1 - a.target) * a.cal_queries))
