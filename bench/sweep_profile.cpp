@@ -1,0 +1,84 @@
+// Where the bench sweep's time goes, plan by plan: every catalog model on BM_PlanSweep's six GPUs, each plan timed
+// (CPU time of this thread, best of --repeat runs), then the distribution (mean, median, p90, max) and the slowest
+// plans. Not a timed test: docs/benchmarks.md reports its figures.
+// Build: cmake --build build --target kvplan_sweep_profile; run: build/bench/kvplan_sweep_profile [--repeat N] [--top N]
+#include <time.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "kvplan/kvplan.hpp"
+
+namespace {
+
+double thread_cpu_ms() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) * 1e3 + static_cast<double>(t.tv_nsec) / 1e6;
+}
+
+struct Timed {
+  std::string gpu, model;
+  double ms = 0;
+};
+
+double percentile(std::vector<double> v, double p) {
+  std::sort(v.begin(), v.end());
+  return v[static_cast<std::size_t>(p * static_cast<double>(v.size() - 1))];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int repeat = 3, top = 15;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (std::strcmp(argv[i], "--repeat") == 0) repeat = std::max(1, std::atoi(argv[i + 1]));
+    if (std::strcmp(argv[i], "--top") == 0) top = std::max(0, std::atoi(argv[i + 1]));
+  }
+  const std::vector<std::string> gpus = {"rtx3060-12gb", "rtx4090", "a100-80gb-sxm4", "rx7900xtx", "m4max-128gb", "24GB"};
+  const auto& catalog = kvplan::builtin_catalog();
+  std::vector<Timed> plans;
+  for (const auto& gpu : gpus) {
+    for (const auto& model : catalog.models) {
+      kvplan::Request req;
+      req.gpu = gpu;
+      req.model = model.id;
+      req.task = "general";
+      double best = 1e300;
+      try {
+        for (int r = 0; r < repeat; ++r) {
+          const double t0 = thread_cpu_ms();
+          const kvplan::Plan p = kvplan::plan(catalog, req);
+          best = std::min(best, thread_cpu_ms() - t0);
+          if (p.options.size() > 1000000) std::puts("");  // keep the plan observable
+        }
+      } catch (const kvplan::InputError&) {
+        continue;  // as BM_PlanSweep: only requests the planner accepts
+      }
+      plans.push_back({gpu, model.id, best});
+    }
+  }
+  if (plans.empty()) return 1;
+  std::vector<double> ms;
+  double total = 0;
+  for (const auto& t : plans) {
+    ms.push_back(t.ms);
+    total += t.ms;
+  }
+  std::printf("plans %zu  total %.1f ms  mean %.3f ms  median %.3f ms  p90 %.3f ms  max %.3f ms\n", plans.size(), total,
+              total / static_cast<double>(plans.size()), percentile(ms, 0.5), percentile(ms, 0.9), percentile(ms, 1.0));
+  std::sort(plans.begin(), plans.end(), [](const Timed& a, const Timed& b) { return a.ms > b.ms; });
+  double shown = 0;
+  for (int i = 0; i < top && i < static_cast<int>(plans.size()); ++i) {
+    const auto& t = plans[static_cast<std::size_t>(i)];
+    shown += t.ms;
+    std::printf("%8.3f ms  %-14s %s\n", t.ms, t.gpu.c_str(), t.model.c_str());
+  }
+  std::printf("the %d slowest: %.1f ms, %.0f %% of the total\n", std::min(top, static_cast<int>(plans.size())), shown,
+              100 * shown / total);
+  return 0;
+}
