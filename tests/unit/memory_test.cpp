@@ -580,10 +580,9 @@ TEST_CASE("reserve graph with alike layers cut out: the whole graph's figures to
   CHECK(cut >= graphs * 3 / 4);
   CHECK(several_cuts > 0);  // KV in RAM for the first layers, host weights in the first half: runs cut one by one
   // where no cut is proven, ggml-alloc's free blocks have not settled within the kept periods (a few hybrid and Mamba
-  // graphs, listed above): compute_bytes builds those whole
-  // (and graphs with KV in RAM: each layer's K/V rows copied for the CPU's cache write are host tensors, which a cut
-  // period may not hold)
-  CHECK(proven >= cut * 3 / 4);  // 307 of 389 on the merged catalog (2026-12-02)
+  // graphs, listed above): compute_bytes builds those whole. Graphs with KV in RAM are cut since each layer's K/V rows
+  // for the CPU's cache write (transient host tensors) may repeat in a period: 307 -> 373 of 389 proven (2026-12-03).
+  CHECK(proven >= cut * 9 / 10);
   for (const char* arch : {"llama", "qwen3moe", "gemma3", "qwen3next", "deepseek2", "gpt-oss", "granitehybrid"})
     CHECK(archs_cut.count(arch) == 1);
 }

@@ -231,8 +231,8 @@ bool shifted(const Tensor& a, const Tensor& b, int moved, int shift) {
   return true;
 }
 
-// The kept periods are one another shifted: [p1, p2) -> [p2, p3) -> [p3, p4), all nodes (no input, host or output
-// tensor, which host_bytes, input_bytes and the leafs would count per period), and what follows p4 reads nothing
+// The kept periods are one another shifted: [p1, p2) -> [p2, p3) -> [p3, p4), all nodes (no input, lasting host or
+// output tensor, which host_bytes, input_bytes and the leafs would count per period), and what follows p4 reads nothing
 // of the periods before p3.
 bool periods_repeat(const Graph& g, const Cut& c) {
   const auto& T = g.tensors();
@@ -240,8 +240,11 @@ bool periods_repeat(const Graph& g, const Cut& c) {
   if (period <= 0 || c.p2 - c.p1 != period || c.p3 - c.p2 != period || c.p4 - c.p3 != period || c.p4 > static_cast<int>(T.size()))
     return false;
   auto tensor = [&](int id) -> const Tensor& { return T[static_cast<std::size_t>(id)]; };
+  // A transient host tensor (the K/V rows a cache in RAM is written from) may repeat: the device never places it,
+  // and host_bytes keeps the largest of them, which identical periods do not change.
   for (int id = c.p1; id < c.p4; ++id)
-    if (tensor(id).input || tensor(id).host || tensor(id).output || tensor(id).copy_of_node) return false;
+    if (tensor(id).input || (tensor(id).host && !tensor(id).transient) || tensor(id).output || tensor(id).copy_of_node)
+      return false;
   for (int id = c.p1; id < c.p3; ++id)
     if (!shifted(tensor(id), tensor(id + period), id < c.p2 ? c.p0 : c.p1, period)) return false;
   auto outside = [&](int id) { return id < c.p0 || id >= c.p3; };
