@@ -153,8 +153,8 @@ void add_draft(const Setup& s, const Candidate& c, int ctx, Record& record) {
                                      c.flash_attn);
   shape.n_outputs = std::min(shape.n_ubatch, std::max(1, r.n_parallel));
   const BackendSpec& cpu = e.backend("cpu");
-  const KvCacheBytes kv = kv_cache_bytes(s.layers_of(dm), e, shape, tk, tv, c.flash_attn, *s.backend, d.placement.first_gpu_layer);
-  const KvCacheBytes kv_host = kv_cache_bytes(s.layers_of(dm), e, shape, tk, tv, c.flash_attn, cpu, 0, d.placement.first_gpu_layer);
+  const KvCacheBytes kv = s.kv(dm, shape, tk, tv, c.flash_attn, *s.backend, d.placement.first_gpu_layer);
+  const KvCacheBytes kv_host = s.kv(dm, shape, tk, tv, c.flash_attn, cpu, 0, d.placement.first_gpu_layer);
   const ComputeBytes compute = s.compute(dm, shape, tk, tv, c.flash_attn, *s.backend);
   if (!s.draft_weights) s.draft_weights = weight_bytes(dm, d.format(), e, *s.backend, d.placement);  // the same for every probe
   const WeightBytes& w = *s.draft_weights;
@@ -268,7 +268,7 @@ void put_per_gpu(const Setup& s, const Candidate& c, const ContextShape& shape, 
     for (int il = 0; il < m.layers; ++il)
       if (place.device_of(il) == static_cast<int>(d)) begin = std::min(begin, il), end = std::max(end, il + 1);
     put("weights", pool, c.weight_bytes.per_device.at(d));
-    if (begin < end) put_kv(kv_cache_bytes(s.layers_of(m), *s.engine, shape, tk, tv, c.flash_attn, *s.backend, begin, end), pool);
+    if (begin < end) put_kv(s.kv(m, shape, tk, tv, c.flash_attn, *s.backend, begin, end), pool);
     const bool holds_output = place.device_of(last) == static_cast<int>(d);
     if (begin >= end && !holds_output) continue;
     const ComputeBytes own = s.compute(m, shape, tk, tv, c.flash_attn, *s.backend, holds_output, sched_copies(s));
@@ -305,8 +305,8 @@ void record_allocations(const Setup& s, const Candidate& c, int ctx, const Conte
   const GgmlType& tv = e.type(c.v, "--cache-type-v");
   const Placement& place = c.placement;
   // KV of each layer lives on that layer's device (offload_kqv, llama-kv-cache.cpp dev_layer(il)).
-  const KvCacheBytes kv = kv_cache_bytes(s.layers_of(m), e, shape, tk, tv, c.flash_attn, *s.backend, place.first_gpu_layer);
-  const KvCacheBytes kv_host = kv_cache_bytes(s.layers_of(m), e, shape, tk, tv, c.flash_attn, e.backend("cpu"), 0, place.first_gpu_layer);
+  const KvCacheBytes kv = s.kv(m, shape, tk, tv, c.flash_attn, *s.backend, place.first_gpu_layer);
+  const KvCacheBytes kv_host = s.kv(m, shape, tk, tv, c.flash_attn, e.backend("cpu"), 0, place.first_gpu_layer);
   const ComputeBytes compute = placed_compute(s, c, shape, tk, tv);
   auto put = [&](const char* what, const std::string& pool, const Figure& f) {
     const bool always = (std::string_view(what) == "k_cache" || std::string_view(what) == "v_cache") && pool == s.device_pool;

@@ -2,11 +2,13 @@
 // lives in its own file of libplanner/src/planner/ (docs/ranking.md describes the flow).
 #pragma once
 #include <array>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <tuple>
+#include <unordered_map>
 #include <vector>
 
 #include "engines/llama_cpp.hpp"
@@ -33,18 +35,36 @@ constexpr int kMaxCtx = 1 << 28;  // a pinned -c beyond any model's window times
 // Host RAM when neither --ram nor the machine says: a common desktop's 32 GiB (stated in the plan's warnings).
 constexpr Bytes kAssumedHostRam = 32LL << 30;
 
+// A memo key of catalog pointers and integers, hashed (FNV-1a): an ordered map's tuple compares cost the planner's
+// probes more than some of the figures they look up.
+template <std::size_t P, std::size_t D>
+struct FlatKey {
+  std::array<const void*, P> ptrs;
+  std::array<std::int64_t, D> dims;
+  bool operator==(const FlatKey&) const = default;
+};
+struct FlatKeyHash {
+  template <std::size_t P, std::size_t D>
+  std::size_t operator()(const FlatKey<P, D>& k) const {
+    std::uint64_t h = 1469598103934665603ULL;
+    auto mix = [&](std::uint64_t v) { h = (h ^ v) * 1099511628211ULL; };
+    for (const void* p : k.ptrs) mix(reinterpret_cast<std::uintptr_t>(p));
+    for (std::int64_t d : k.dims) mix(static_cast<std::uint64_t>(d));
+    return static_cast<std::size_t>(h);
+  }
+};
+
 // compute_bytes depends on the shape and the cache types, not on the weight format: the ranker asks for the same
 // figure once per format, and each is a reserve graph built and placed (docs/benchmarks.md). The figure does not
 // depend on the device's memory or the weights either, so the re-plans that verify a plan's suggestions (a larger
 // card, unpinned settings) ask for many of the same ones. The last field is the digest of the host weights a GPU
 // copies under op offload (0: none).
-using ComputeKey = std::tuple<const EngineSpec*, const ModelSpec*, const BackendSpec*, std::array<int, 11>, const GgmlType*,
-                              const GgmlType*, bool, bool, std::uint64_t>;
+using ComputeKey = FlatKey<5, 14>;  // engine, model, backend, K and V types; shape, flags, host weights' digest
 // The compute figures one plan() call works out, shared with its suggestions' re-plans (passed down to them, never
 // global: plan() stays a function of the catalog and the request). Every pointer in a key is the catalog's or the
 // outer request's (model_spec, model_draft_spec), which outlive the call.
 struct ComputeMemo {
-  std::map<ComputeKey, ComputeBytes> figures;
+  std::unordered_map<ComputeKey, ComputeBytes, FlatKeyHash> figures;
 };
 
 // Everything about the request that does not depend on the option.
@@ -104,13 +124,26 @@ struct Setup {
   mutable std::map<WeightsKey, WeightBytes> weights_memo;
   // Each format's tensors sized once: the placement search then only places them (memory/weights.hpp).
   mutable std::map<const WeightFormat*, SizedWeights> sized_memo;
+  // KV bytes per (model, backend, cells, streams, sequences, layer range, types, flash attention): every weight format
+  // of a candidate asks the same at each probed context.
+  using KvKey = FlatKey<4, 7>;  // model, backend, K and V types; cells, streams, SWA cells, sequences, layers, FA
+  mutable std::unordered_map<KvKey, KvCacheBytes, FlatKeyHash> kv_memo;
+  KvCacheBytes kv(const ModelSpec& m, const ContextShape& sh, const GgmlType& tk, const GgmlType& tv, bool fa, const BackendSpec& b,
+                  int layer_begin = 0, int layer_end = -1) const {
+    const KvKey key{{&m, &b, &tk, &tv}, {sh.n_ctx_seq, sh.n_stream, sh.swa_cells, sh.n_seq, layer_begin, layer_end, fa ? 1 : 0}};
+    auto it = kv_memo.find(key);
+    if (it == kv_memo.end())
+      it = kv_memo.emplace(key, kv_cache_bytes(layers_of(m), *engine, sh, tk, tv, fa, b, layer_begin, layer_end)).first;
+    return it->second;
+  }
   ComputeBytes compute(const ModelSpec& m, const ContextShape& sh, const GgmlType& tk, const GgmlType& tv, bool fa,
                        const BackendSpec& b, bool holds_output = true, int n_copies = 1,
                        const WeightBytes* host_weights = nullptr, int host_kv_layers = 0) const {
-    const std::array<int, 11> dims{sh.n_ctx, sh.n_ctx_seq, sh.n_stream, sh.n_seq,     sh.unified ? 1 : 0, sh.n_ubatch,
-                                   sh.n_batch, sh.swa_cells, sh.n_outputs, n_copies, host_kv_layers};
     const bool copies = host_weights && !host_weights->host_weights.empty();
-    const ComputeKey key{engine, &m, &b, dims, &tk, &tv, fa, holds_output, copies ? host_weights->host_weights_digest : 0};  // types: the engine's own
+    const std::uint64_t digest = copies ? host_weights->host_weights_digest : 0;
+    const ComputeKey key{{engine, &m, &b, &tk, &tv},  // types: the engine's own
+                         {sh.n_ctx, sh.n_ctx_seq, sh.n_stream, sh.n_seq, sh.unified ? 1 : 0, sh.n_ubatch, sh.n_batch, sh.swa_cells,
+                          sh.n_outputs, n_copies, host_kv_layers, fa ? 1 : 0, holds_output ? 1 : 0, static_cast<std::int64_t>(digest)}};
     auto& figures = compute_memo->figures;
     auto it = figures.find(key);
     if (it == figures.end())
