@@ -167,12 +167,11 @@ engines::PairCheck check_candidate(const Setup& s, const CacheChoices& choices, 
 WeightBytes candidate_weight_bytes(const Setup& s, const WeightFormat& f, const Placement& placement) {
   if (s.own_memory) return engines::runtime_weight_bytes(*s.model, f, s.engine->weights_rel_error_fallback, s.resolved.tensor_parallel);
   if (!placement.overrides.empty() || sized_from_params(*s.model)) return weight_bytes(*s.model, f, *s.engine, *s.backend, placement);
-  auto sized = s.sized_memo.find(&f);
-  if (sized == s.sized_memo.end()) sized = s.sized_memo.emplace(&f, sized_weights(*s.model, f, *s.engine, *s.backend, false)).first;
-  if (!placement.split_points.empty()) return placed_weights(sized->second, *s.model, *s.engine, *s.backend, placement);
+  const SizedWeights& sized = s.sized(f);
+  if (!placement.split_points.empty()) return placed_weights(sized, *s.model, *s.engine, *s.backend, placement);
   const Setup::WeightsKey key{&f, placement.first_gpu_layer, placement.cpu_moe_layers, placement.output_on_gpu};
   auto it = s.weights_memo.find(key);
-  if (it == s.weights_memo.end()) it = s.weights_memo.emplace(key, placed_weights(sized->second, *s.model, *s.engine, *s.backend, placement)).first;
+  if (it == s.weights_memo.end()) it = s.weights_memo.emplace(key, placed_weights(sized, *s.model, *s.engine, *s.backend, placement)).first;
   return it->second;
 }
 

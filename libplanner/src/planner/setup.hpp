@@ -65,6 +65,9 @@ using ComputeKey = FlatKey<5, 14>;  // engine, model, backend, K and V types; sh
 // outer request's (model_spec, model_draft_spec), which outlive the call.
 struct ComputeMemo {
   std::unordered_map<ComputeKey, ComputeBytes, FlatKeyHash> figures;
+  // Each catalog format's tensors sized once per (model, format, engine, backend): a pinned plan's verifying re-plans
+  // size the same formats again otherwise (a GGUF's own format lives in its Setup and is not shared).
+  std::unordered_map<FlatKey<4, 0>, SizedWeights, FlatKeyHash> sized;
 };
 
 // Everything about the request that does not depend on the option.
@@ -123,7 +126,20 @@ struct Setup {
   using WeightsKey = std::tuple<const WeightFormat*, int, int, bool>;
   mutable std::map<WeightsKey, WeightBytes> weights_memo;
   // Each format's tensors sized once: the placement search then only places them (memory/weights.hpp).
-  mutable std::map<const WeightFormat*, SizedWeights> sized_memo;
+  mutable std::map<const WeightFormat*, SizedWeights> sized_memo;  // the file's own format
+  const SizedWeights& sized(const WeightFormat& f) const {
+    const bool own = &f == &file_format;
+    if (own) {
+      auto it = sized_memo.find(&f);
+      if (it == sized_memo.end()) it = sized_memo.emplace(&f, sized_weights(*model, f, *engine, *backend, false)).first;
+      return it->second;
+    }
+    const FlatKey<4, 0> key{{model, &f, engine, backend}, {}};
+    auto& shared = compute_memo->sized;
+    auto it = shared.find(key);
+    if (it == shared.end()) it = shared.emplace(key, sized_weights(*model, f, *engine, *backend, false)).first;
+    return it->second;
+  }
   // KV bytes per (model, backend, cells, streams, sequences, layer range, types, flash attention): every weight format
   // of a candidate asks the same at each probed context.
   using KvKey = FlatKey<4, 7>;  // model, backend, K and V types; cells, streams, SWA cells, sequences, layers, FA
