@@ -15,6 +15,7 @@
 #include <benchmark/benchmark.h>
 
 #include "kvplan/kvplan.hpp"
+#include "sweep.hpp"
 
 namespace {
 
@@ -52,27 +53,11 @@ void time_plan(benchmark::State& state, const kvplan::Request& req) {
 void BM_PlanMission(benchmark::State& state) { time_plan(state, mission_request()); }
 BENCHMARK(BM_PlanMission)->Unit(benchmark::kMillisecond)->ComputeStatistics("min", min_of);
 
-// (b) Every catalog model on a spread of GPUs (CUDA consumer/datacenter, ROCm, Apple unified).
-// One iteration plans every pair; items/s is plans per second.
-const std::vector<std::string> kSweepGpus = {"rtx3060-12gb", "rtx4090", "a100-80gb-sxm4",
-                                             "rx7900xtx",    "m4max-128gb", "24GB"};
-
+// (b) Every catalog model on a spread of GPUs (bench/sweep.hpp). One iteration plans every pair; items/s is plans
+// per second.
 std::vector<kvplan::Request> sweep_requests() {
-  const auto& catalog = kvplan::builtin_catalog();
   std::vector<kvplan::Request> out;
-  for (const auto& gpu : kSweepGpus) {
-    for (const auto& model : catalog.models) {
-      kvplan::Request req;
-      req.gpu = gpu;
-      req.model = model.id;
-      req.task = "general";
-      try {
-        (void)kvplan::plan(catalog, req);  // keep only requests the planner accepts
-        out.push_back(std::move(req));
-      } catch (const kvplan::InputError&) {
-      }
-    }
-  }
+  kvplan_bench::for_each_sweep_request(kvplan::builtin_catalog(), [&](const kvplan::Request& r) { out.push_back(r); });
   return out;
 }
 
@@ -88,7 +73,7 @@ void BM_PlanSweep(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(requests.size()));
   state.counters["plans_per_iter"] = static_cast<double>(requests.size());
   state.counters["models"] = static_cast<double>(catalog.models.size());
-  state.counters["gpus"] = static_cast<double>(kSweepGpus.size());
+  state.counters["gpus"] = static_cast<double>(kvplan_bench::kSweepGpus.size());
 }
 BENCHMARK(BM_PlanSweep)  // ~1 s an iteration
     ->Unit(benchmark::kMillisecond)

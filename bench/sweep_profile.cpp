@@ -1,4 +1,4 @@
-// Where the bench sweep's time goes, plan by plan: every catalog model on BM_PlanSweep's six GPUs, each plan timed
+// Where the bench sweep's time goes, plan by plan: BM_PlanSweep's requests (sweep.hpp), each plan timed
 // (CPU time of this thread, best of --repeat runs), then the distribution (mean, median, p90, max) and the slowest
 // plans. Not a timed test: docs/benchmarks.md reports its figures.
 // Build: cmake --build build --target kvplan_sweep_profile; run: build/bench/kvplan_sweep_profile [--repeat N] [--top N]
@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kvplan/kvplan.hpp"
+#include "sweep.hpp"
 
 namespace {
 
@@ -39,29 +40,18 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--repeat") == 0) repeat = std::max(1, std::atoi(argv[i + 1]));
     if (std::strcmp(argv[i], "--top") == 0) top = std::max(0, std::atoi(argv[i + 1]));
   }
-  const std::vector<std::string> gpus = {"rtx3060-12gb", "rtx4090", "a100-80gb-sxm4", "rx7900xtx", "m4max-128gb", "24GB"};
   const auto& catalog = kvplan::builtin_catalog();
   std::vector<Timed> plans;
-  for (const auto& gpu : gpus) {
-    for (const auto& model : catalog.models) {
-      kvplan::Request req;
-      req.gpu = gpu;
-      req.model = model.id;
-      req.task = "general";
-      double best = 1e300;
-      try {
-        for (int r = 0; r < repeat; ++r) {
-          const double t0 = thread_cpu_ms();
-          const kvplan::Plan p = kvplan::plan(catalog, req);
-          best = std::min(best, thread_cpu_ms() - t0);
-          if (p.options.size() > 1000000) std::puts("");  // keep the plan observable
-        }
-      } catch (const kvplan::InputError&) {
-        continue;  // as BM_PlanSweep: only requests the planner accepts
-      }
-      plans.push_back({gpu, model.id, best});
+  kvplan_bench::for_each_sweep_request(catalog, [&](const kvplan::Request& req) {
+    double best = 1e300;
+    for (int r = 0; r < repeat; ++r) {
+      const double t0 = thread_cpu_ms();
+      const kvplan::Plan p = kvplan::plan(catalog, req);
+      best = std::min(best, thread_cpu_ms() - t0);
+      if (p.options.size() > 1000000) std::puts("");  // keep the plan observable
     }
-  }
+    plans.push_back({req.gpu, req.model, best});
+  });
   if (plans.empty()) return 1;
   std::vector<double> ms;
   double total = 0;
