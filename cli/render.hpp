@@ -16,6 +16,7 @@ std::string render_needs(const NeedsResult& n);            // the hardware a mod
 std::string render_gpus(const Catalog& catalog);
 std::string render_engines(const Catalog& catalog);         // `kvplan engines`
 std::string render_inspect(const ModelSpec& model);          // what was read from a model file
+std::string model_shape(const ModelSpec& model);             // "qwen2, 32.76B params, 64 layers, 8 KV heads x 128 head size"
 // --json forms of the listings (schema/catalog.schema.json)
 std::string models_json(const Catalog& catalog, const std::string& filter = "", const std::vector<std::string>& licenses = {});  // `kvplan models [FILTER] --json`
 std::string gpus_json(const Catalog& catalog);

@@ -51,10 +51,10 @@ std::string kv_geometry(const ModelSpec& m) {
   return fmt::format("{} (sliding) / {} (full)", one(sliding), one(full));
 }
 
-std::string header(const Plan& p) {
-  const ModelSpec& m = *p.model;
-  const Pool& dev = p.pools.front();
-  std::string out;
+}  // namespace
+
+// "qwen2, 32.76B params, 64 layers, 8 KV heads x 128 head size": the Model line's shape (also Python's plan header).
+std::string model_shape(const ModelSpec& m) {
   const LayerCounts n = layer_counts(m);
   std::string kinds;
   if (n.sliding)
@@ -65,7 +65,16 @@ std::string header(const Plan& p) {
   std::string heads = n.full + n.sliding == 0 ? "no attention cache"
                       : m.mla ? fmt::format("MLA latent cache {} wide", m.mla->kv_lora_rank + m.mla->rope_dim)
                               : kv_geometry(m);
-  out += fmt::format("Model    {}  ({}, {}, {} layers{}, {})\n", m.name, m.arch, params_text(m.params), m.layers, kinds, heads);
+  return fmt::format("{}, {}, {} layers{}, {}", m.arch, params_text(m.params), m.layers, kinds, heads);
+}
+
+namespace {
+
+std::string header(const Plan& p) {
+  const ModelSpec& m = *p.model;
+  const Pool& dev = p.pools.front();
+  std::string out;
+  out += fmt::format("Model    {}  ({})\n", m.name, model_shape(m));
   if (m.ctx_extended > 0 && m.rope_scaling)
     out += fmt::format("         context: native {}, extended {} with {} rope scaling x{:g}\n", m.ctx_native, m.ctx_extended,
                        m.rope_scaling->type, m.rope_scaling->factor);

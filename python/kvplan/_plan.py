@@ -456,7 +456,7 @@ class Plan:
     def _header(self) -> list[tuple[str, str]]:
         m, d, t = self.model, self.device, self.task
         where = d.device if self.resolved.gpu_size_only else f"{d.device} = {gib(d.capacity_bytes)} GiB"
-        return [("Model", f"{m.name} ({m.arch}, {m.layers} layers, {m.kv_heads} KV heads x {m.head_dim_k})"),
+        return [("Model", f"{m.name} ({_core.model_shape(self._core.model)})"),
                 ("Device", where),
                 ("Budget", f"{gib(d.budget_bytes or 0)} GiB for the plan's buffers, after reserve "
                            f"{gib(d.reserve_bytes)}, runtime overhead up to {gib(d.overhead_high_bytes)} and margin "

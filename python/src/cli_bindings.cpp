@@ -9,6 +9,7 @@
 
 #include "args.hpp"
 #include "model_source.hpp"
+#include "render.hpp"
 #include "run.hpp"
 
 namespace py = pybind11;
@@ -30,4 +31,6 @@ void bind_cli(py::module_& m) {
       "names_local_file",
       [](const std::string& value) { return kvplan::cli::looks_like_path(value) && !kvplan::cli::remote_shaped(value); },
       py::arg("value"), "Whether the CLI reads this --model value as a local file or folder (by its shape).");
+  m.def("model_shape", &kvplan::cli::model_shape, py::arg("model"),
+        "The plan table's model shape: architecture, parameters, layers by kind and the KV heads of each kind.");
 }

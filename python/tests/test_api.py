@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from conftest import REPO, run_cli
 
 import kvplan
 
@@ -63,6 +63,17 @@ def test_repr_and_html(mission: kvplan.Plan) -> None:
     assert "Recommended" in page and "K cache" in page
     assert "<pre>llama-server -m Qwen2.5-Coder-32B-Instruct-Q4_K_M.gguf" in page
     assert "<table>" in mission.recommended._repr_html_()
+
+
+@pytest.mark.parametrize("model", ["gemma-4-31b-it", "gemma-3-27b-it", "qwen3-next-80b-a3b-instruct", "deepseek-v2-lite"])
+def test_notebook_header_names_the_cli_shape(model: str) -> None:
+    """The notebook page's Model row is the table's Model line: Gemma 4's two KV geometries, SWA and recurrent layers."""
+    p = kvplan.plan(gpu="rtx4090", model=model, task="chat", top=1)
+    row = dict(p._header())["Model"]
+    cli = run_cli(["--gpu", "rtx4090", "--model", model, "--task", "chat", "--top", "1"])
+    line = next(x for x in cli.stdout.decode().splitlines() if x.startswith("Model "))
+    assert line.split(None, 1)[1].replace("  (", " (", 1) == row
+    assert row in p._repr_html_().replace("&#x27;", "'")
 
 
 def test_nothing_fits() -> None:
