@@ -210,7 +210,7 @@ const WeightFormat* Catalog::ollama_tag_weights(const std::string& tag) const {
   if (colon == std::string::npos || dash == std::string::npos || dash < colon) return nullptr;
   std::string suffix = tag.substr(dash + 1);
   std::transform(suffix.begin(), suffix.end(), suffix.begin(), [](unsigned char ch) { return std::toupper(ch); });
-  if (suffix == "FP16" || suffix == "FP32") suffix.erase(1, 1);
+  if (suffix == "FP16" || suffix == "FP32") suffix = suffix == "FP16" ? "F16" : "F32";  // Ollama spells the formats FP16/FP32
   return find_weight_format(suffix);
 }
 
