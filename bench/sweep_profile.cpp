@@ -36,9 +36,15 @@ double percentile(std::vector<double> v, double p) {
 
 int main(int argc, char** argv) {
   int repeat = 3, top = 15;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (std::strcmp(argv[i], "--repeat") == 0) repeat = std::max(1, std::atoi(argv[i + 1]));
-    if (std::strcmp(argv[i], "--top") == 0) top = std::max(0, std::atoi(argv[i + 1]));
+  for (int i = 1; i < argc; i += 2) {
+    const bool is_repeat = std::strcmp(argv[i], "--repeat") == 0, known = is_repeat || std::strcmp(argv[i], "--top") == 0;
+    char* end = nullptr;
+    const long n = i + 1 < argc ? std::strtol(argv[i + 1], &end, 10) : -1;
+    if (!known || end == nullptr || *end != '\0' || n < (is_repeat ? 1 : 0) || n > 1000) {
+      std::fprintf(stderr, "usage: %s [--repeat N (1..1000)] [--top N (0..1000)]: bad '%s'\n", argv[0], argv[i]);
+      return 2;
+    }
+    (is_repeat ? repeat : top) = static_cast<int>(n);
   }
   const auto& catalog = kvplan::builtin_catalog();
   std::vector<Timed> plans;

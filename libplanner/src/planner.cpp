@@ -362,7 +362,7 @@ Plan detail::plan_sharing(const Catalog& catalog, const Request& request, const 
     judge(s, out);
   }
   if (s.request.suggest) {
-    s.sized_memo.clear();  // every option is sized; the suggestions re-plan with their own (peak memory, not speed)
+    s.sized_memo.clear();  // every option is sized; the re-plans size a file's own format in their own Setup
     out.suggestions = suggestions_for(s, out);
   }
   return out;

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import inspect
 import json
 import pickle
@@ -73,7 +74,7 @@ def test_notebook_header_names_the_cli_shape(model: str) -> None:
     cli = run_cli(["--gpu", "rtx4090", "--model", model, "--task", "chat", "--top", "1"])
     line = next(x for x in cli.stdout.decode().splitlines() if x.startswith("Model "))
     assert line.split(None, 1)[1].replace("  (", " (", 1) == row
-    assert row in p._repr_html_().replace("&#x27;", "'")
+    assert html.escape(row) in p._repr_html_()
 
 
 def test_nothing_fits() -> None:

@@ -126,19 +126,15 @@ struct Setup {
   using WeightsKey = std::tuple<const WeightFormat*, int, int, bool>;
   mutable std::map<WeightsKey, WeightBytes> weights_memo;
   // Each format's tensors sized once: the placement search then only places them (memory/weights.hpp).
-  mutable std::map<const WeightFormat*, SizedWeights> sized_memo;  // the file's own format
+  mutable std::map<const WeightFormat*, SizedWeights> sized_memo;  // the file's own format (catalog ones: compute_memo)
   const SizedWeights& sized(const WeightFormat& f) const {
-    const bool own = &f == &file_format;
-    if (own) {
-      auto it = sized_memo.find(&f);
-      if (it == sized_memo.end()) it = sized_memo.emplace(&f, sized_weights(*model, f, *engine, *backend, false)).first;
+    auto size_once = [&](auto& memo, const auto& key) -> const SizedWeights& {
+      auto it = memo.find(key);
+      if (it == memo.end()) it = memo.emplace(key, sized_weights(*model, f, *engine, *backend, false)).first;
       return it->second;
-    }
-    const FlatKey<4, 0> key{{model, &f, engine, backend}, {}};
-    auto& shared = compute_memo->sized;
-    auto it = shared.find(key);
-    if (it == shared.end()) it = shared.emplace(key, sized_weights(*model, f, *engine, *backend, false)).first;
-    return it->second;
+    };
+    if (&f == &file_format) return size_once(sized_memo, &f);  // lives in this Setup: not shared with re-plans
+    return size_once(compute_memo->sized, FlatKey<4, 0>{{model, &f, engine, backend}, {}});
   }
   // KV bytes per (model, backend, cells, streams, sequences, layer range, types, flash attention): every weight format
   // of a candidate asks the same at each probed context.
