@@ -484,6 +484,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     shortest = min((len(LADDER[t]) for t in a.tasks.split(",") if t in LADDER), default=0)
     if a.from_level != 0 and not (a.calibrate and 0 <= a.from_level < shortest):
         ap.error(f"--from-level {a.from_level}: needs --calibrate and a level 0..{shortest - 1} of every task's ladder")
+    if a.smoke and a.calibrate:
+        ap.error("--smoke writes nothing; --calibrate writes calibration rows: give one of them")
     if a.smoke:
         a.ctx, a.pairs, a.rotation, a.queries, a.level, a.ubatch = "192", "q4_0/q4_0", "on", 1, -1, 192
     return a
