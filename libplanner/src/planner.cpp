@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <stdexcept>
 #include <string>
+#include <tuple>
+#include <unordered_map>
 #include <vector>
 
 #include <fmt/format.h>
@@ -145,14 +147,36 @@ struct Sized {
 // One candidate as an option: its context (pinned, or the largest that fits up to the cap), every allocation,
 // its quality and speed: what the ranking needs. ctx_found is 0 when nothing fits even at one step; at_cap says
 // the search stopped at the cap (dress_option's warnings).
-Option size_option(const Setup& s, const Candidate& c, const std::string& mode, int cap, int& ctx_found, bool& at_cap) {
+// Candidates alike in memory fit the same context: one weight format and flash attention setting, the request's
+// placement, and cache types of the same size (q4_0 and iq4_nl: compute_type_key with row sizes is everything
+// account() reads of a type). Each such class is searched once per plan; kvplan's own placements are searched each.
+class ContextSearches {
+ public:
+  int largest_fitting(const Setup& s, const Candidate& c, int cap) {
+    // another engine's cache types are not ggml types; an offloaded candidate has a placement of its own
+    if (s.own_memory || c.placed_by_kvplan) return largest_fitting_ctx(s, c, cap);
+    const auto k = compute_type_key(s.engine->type(c.k, "--cache-type-k"), true);
+    const auto v = compute_type_key(s.engine->type(c.v, "--cache-type-v"), true);
+    const Key key{{c.weights}, {k[0], k[1], k[2], v[0], v[1], v[2], c.flash_attn ? 1 : 0, cap}};
+    auto it = found_.find(key);
+    if (it == found_.end()) it = found_.emplace(key, largest_fitting_ctx(s, c, cap)).first;
+    return it->second;
+  }
+
+ private:
+  using Key = FlatKey<1, 8>;
+  std::unordered_map<Key, int, FlatKeyHash> found_;
+};
+
+Option size_option(const Setup& s, const Candidate& c, const std::string& mode, int cap, ContextSearches& searches, int& ctx_found,
+                   bool& at_cap) {
   const Request& r = s.request;
   const int slots = r.kv_unified || s.own_memory ? 1 : r.n_parallel;
   int ctx = 0;
   if (r.ctx_size) {
     ctx = *r.ctx_size;
   } else {
-    ctx = largest_fitting_ctx(s, c, cap);
+    ctx = searches.largest_fitting(s, c, cap);
     // ranked options below the cap use round numbers (multiples of 1024); the inverse query keeps 256
     if (mode == "rank" && ctx < cap && ctx >= 2048 * slots) ctx = ctx / (1024 * slots) * (1024 * slots);
   }
@@ -258,9 +282,17 @@ void rank_options(const Setup& s, const Sized& sized, Plan& out) {
   std::vector<Standing> standings;
   standings.reserve(ranked.size());
   for (size_t i : ranked) standings.push_back(standing(s, fitting[i], max_context));
+  // The likeliest dominators first (least risk and loss, longest context), so that a dominated option, most of a
+  // CPU plan's hundreds, meets one within a few comparisons; the set kept does not depend on the order.
+  std::vector<size_t> by_strength(standings.size());
+  for (size_t i = 0; i < by_strength.size(); ++i) by_strength[i] = i;
+  std::sort(by_strength.begin(), by_strength.end(), [&](size_t a, size_t b) {
+    const Standing &x = standings[a], &y = standings[b];
+    return std::tie(x.risk, x.loss, y.ctx, y.headroom) < std::tie(y.risk, y.loss, x.ctx, x.headroom);
+  });
   std::vector<size_t> kept;
   for (size_t j = 0; j < ranked.size(); ++j)
-    if (std::none_of(standings.begin(), standings.end(), [&](const Standing& b) { return dominates(b, standings[j]); }))
+    if (std::none_of(by_strength.begin(), by_strength.end(), [&](size_t b) { return dominates(standings[b], standings[j]); }))
       kept.push_back(ranked[j]);
   std::sort(kept.begin(), kept.end(), [&](size_t a, size_t b) { return ranks_before(s, fitting[a], fitting[b]); });
   kept.resize(std::min<size_t>(kept.size(), static_cast<size_t>(s.request.top)));
@@ -331,10 +363,11 @@ Plan detail::plan_sharing(const Catalog& catalog, const Request& request, const 
   // In 64 bits, then capped at 2^30 tokens in all (llama.cpp's n_ctx is 32-bit; 256 slots x 10M tokens overflowed).
   const int cap = static_cast<int>(std::min<long long>(1LL << 30, static_cast<long long>(slots) * (out.mode == "max_context" ? s.ctx_allowed : s.target_ctx)));
   Sized sized;
+  ContextSearches searches;
   std::vector<int> reached(candidates.size());  // the context each reaches on the GPU (0: does not fit)
   for (size_t i = 0; i < candidates.size(); ++i) {
     bool at_cap = false;
-    Option o = size_option(s, candidates[i], out.mode, cap, reached[i], at_cap);
+    Option o = size_option(s, candidates[i], out.mode, cap, searches, reached[i], at_cap);
     if (!o.fits()) reached[i] = 0;
     sized.add(std::move(o), reached[i], candidates[i], at_cap);
   }
@@ -350,7 +383,7 @@ Plan detail::plan_sharing(const Catalog& catalog, const Request& request, const 
     for (const auto& c : placed) {
       int ctx = 0;
       bool at_cap = false;
-      Option o = size_option(s, c, out.mode, cap, ctx, at_cap);
+      Option o = size_option(s, c, out.mode, cap, searches, ctx, at_cap);
       sized.add(std::move(o), ctx, c, at_cap);
     }
   }

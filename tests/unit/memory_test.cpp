@@ -2,6 +2,8 @@
 // allocation code (src/llama-kv-cache.cpp, src/llama-kv-cache-iswa.cpp, ggml-cuda.cu), and compute buffers against
 // CUDA log lines.
 #include <catch2/catch.hpp>
+#include <array>
+#include <map>
 #include <optional>
 #include <set>
 #include <stdexcept>
@@ -608,4 +610,49 @@ TEST_CASE("reserve graph cut: a period whose placement does not repeat is not pr
   CHECK(proven_peak_bytes(build(false), 32).has_value());
   CHECK_FALSE(proven_peak_bytes(build(true), 32).has_value());
   CHECK_THROWS_AS(peak_bytes(build(false), 32), std::logic_error);
+}
+
+TEST_CASE("compute_type_key: cache types with one key give the same compute figures (the ranker's memo shares them)") {
+  const EngineSpec& e = kvtest::engine();
+  const WeightFormat& q4 = kvtest::catalog().weight_format("Q4_K_M");
+  struct Setting {
+    const char* backend;
+    bool fa;
+    int kv_layers_in_ram;  // the first layers' KV in RAM (op offload), with the first half's weights
+  };
+  const Setting settings[] = {{"cuda", true, 0}, {"cuda", false, 0}, {"cuda", true, 2}, {"cpu", true, 0}, {"metal", false, 0}};
+  int groups_shared = 0;
+  for (const ModelSpec& m : kvtest::catalog().models) {
+    const auto layers = layer_caches(m, e);
+    for (const Setting& st : settings) {
+      CAPTURE(m.id, st.backend, st.fa, st.kv_layers_in_ram);
+      const BackendSpec& b = e.backend(st.backend);
+      const auto shape = context_shape(m, e, 8192, 1, false, 512, 2048, false, st.fa);
+      std::vector<HostWeight> host;
+      HostResident in_ram;
+      if (st.kv_layers_in_ram > 0) {
+        host = weight_bytes(m, q4, e, b, Placement::for_request(m, m.layers / 2, std::nullopt)).host_weights;
+        in_ram = {&host, st.kv_layers_in_ram};
+      }
+      const bool row_sizes = st.kv_layers_in_ram > 0 || !st.fa;
+      std::map<std::array<std::int64_t, 6>, std::pair<std::string, ComputeBytes>> first;  // key -> first pair and figures
+      for (const std::string& k : e.cache_types) {
+        for (const std::string& v : {std::string("f16"), std::string("q4_0"), k}) {
+          const GgmlType &tk = e.type(k, "k"), &tv = e.type(v, "v");
+          const auto a = compute_type_key(tk, row_sizes), c = compute_type_key(tv, row_sizes);
+          const std::array<std::int64_t, 6> key{a[0], a[1], a[2], c[0], c[1], c[2]};
+          const ComputeBytes got = compute_bytes(layers, m, e, shape, tk, tv, st.fa, b, true, 1, in_ram);
+          auto [it, fresh] = first.emplace(key, std::make_pair(k + "/" + v, got));
+          if (fresh) continue;
+          ++groups_shared;
+          INFO(k << "/" << v << " shares the key of " << it->second.first);
+          CHECK(got.device.bytes == it->second.second.device.bytes);
+          CHECK(got.device.high == it->second.second.device.high);
+          CHECK(got.host.bytes == it->second.second.host.bytes);
+          CHECK(got.host.high == it->second.second.host.high);
+        }
+      }
+    }
+  }
+  CHECK(groups_shared > 1000);  // the key does merge pairs (q8_0 and q4_0 caches on a GPU with flash attention)
 }

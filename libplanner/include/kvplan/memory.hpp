@@ -1,6 +1,7 @@
 // kvplan/memory.hpp — llama.cpp's memory rules, one function per allocation kind.
 // Each function cites the engine source it mirrors in libplanner/src/memory/.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -151,6 +152,13 @@ struct HostResident {
 ComputeBytes compute_bytes(const std::vector<LayerCache>& layers, const ModelSpec& model, const EngineSpec& engine,
                            const ContextShape& shape, const GgmlType& type_k, const GgmlType& type_v, bool flash_attn,
                            const BackendSpec& backend, bool holds_output = true, int n_copies = 1, const HostResident& host = {});
+
+// What compute_bytes reads of a cache type: f32, f16, another unquantized type or quantized (the f16
+// copies flash attention makes, the casts of an f32 cache, the rotation inputs), and the row size only where
+// row_sizes says a graph holds rows of the cache type (K/V rows copied from RAM, the transposed V copy without flash
+// attention). Types with the same key give the same compute figures, so the ranker's memo shares them between
+// K/V pairs (q8_0 and q4_0 caches on a GPU build one graph): tests/unit/memory_test.cpp checks every pair.
+std::array<std::int64_t, 3> compute_type_key(const GgmlType& type, bool row_sizes);  // kind, block, bytes
 
 // Logits/embeddings output buffer (pinned host memory).
 Figure output_bytes(const ModelSpec& model, const ContextShape& shape);

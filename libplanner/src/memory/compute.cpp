@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <optional>
 
@@ -132,6 +133,11 @@ std::optional<ComputeBytes> graph_compute(ggml_graph::Graph graph, const EngineS
 //                       fattn-common.cuh, in the FA node's allocation since llama/23907)
 //   FFN            2 · n_ff · n_ubatch · 4 (MoE: expert_ff · experts_used)
 // Host (CUDA_Host): token_embd get_rows output n_embd · n_ubatch · 4 plus one KQ mask per cache.
+std::array<std::int64_t, 3> compute_type_key(const GgmlType& t, bool row_sizes) {
+  const std::int64_t kind = t.name == "f32" ? 1 : t.name == "f16" ? 2 : t.quantized() ? 3 : 4;
+  return {kind, row_sizes ? t.block : 0, row_sizes ? t.bytes : 0};
+}
+
 ComputeBytes compute_bytes(const ModelSpec& m, const EngineSpec& engine, const ContextShape& s, const GgmlType& type_k,
                            const GgmlType& type_v, bool flash_attn, const BackendSpec& backend, bool holds_output, int n_copies) {
   return compute_bytes(layer_caches(m, engine), m, engine, s, type_k, type_v, flash_attn, backend, holds_output, n_copies);

@@ -59,7 +59,7 @@ struct FlatKeyHash {
 // depend on the device's memory or the weights either, so the re-plans that verify a plan's suggestions (a larger
 // card, unpinned settings) ask for many of the same ones. The last field is the digest of the host weights a GPU
 // copies under op offload (0: none).
-using ComputeKey = FlatKey<5, 14>;  // engine, model, backend, K and V types; shape, flags, host weights' digest
+using ComputeKey = FlatKey<3, 20>;  // engine, model, backend; K and V type keys, shape, flags, host weights' digest
 // The compute figures one plan() call works out, shared with its suggestions' re-plans (passed down to them, never
 // global: plan() stays a function of the catalog and the request). Every pointer in a key is the catalog's or the
 // outer request's (model_spec, model_draft_spec), which outlive the call.
@@ -153,8 +153,11 @@ struct Setup {
                        const WeightBytes* host_weights = nullptr, int host_kv_layers = 0) const {
     const bool copies = host_weights && !host_weights->host_weights.empty();
     const std::uint64_t digest = copies ? host_weights->host_weights_digest : 0;
-    const ComputeKey key{{engine, &m, &b, &tk, &tv},  // types: the engine's own
-                         {sh.n_ctx, sh.n_ctx_seq, sh.n_stream, sh.n_seq, sh.unified ? 1 : 0, sh.n_ubatch, sh.n_batch, sh.swa_cells,
+    // Rows of the cache types are in the graph only for a cache in RAM or attention without flash attention.
+    const bool row_sizes = host_kv_layers > 0 || !fa;
+    const auto k = compute_type_key(tk, row_sizes), v = compute_type_key(tv, row_sizes);
+    const ComputeKey key{{engine, &m, &b},
+                         {k[0], k[1], k[2], v[0], v[1], v[2], sh.n_ctx, sh.n_ctx_seq, sh.n_stream, sh.n_seq, sh.unified ? 1 : 0, sh.n_ubatch, sh.n_batch, sh.swa_cells,
                           sh.n_outputs, n_copies, host_kv_layers, fa ? 1 : 0, holds_output ? 1 : 0, static_cast<std::int64_t>(digest)}};
     auto& figures = compute_memo->figures;
     auto it = figures.find(key);
