@@ -108,16 +108,22 @@ std::vector<std::string> option_warnings(const Setup& s, const Candidate& c, con
   return w;
 }
 
+// The option's -ngl / --n-cpu-moe: the request's, or kvplan's choice for this candidate.
+void set_placement(const Setup& s, const Candidate& c, Option& o) {
+  o.n_gpu_layers = s.resolved.n_gpu_layers;
+  o.n_cpu_moe = s.resolved.n_cpu_moe;
+  if (!c.placed_by_kvplan) return;
+  o.n_gpu_layers = c.placement.cpu_moe_layers > 0 ? std::nullopt : std::optional<int>(s.model->layers + 1 - c.placement.first_gpu_layer);
+  o.n_cpu_moe = c.placement.cpu_moe_layers > 0 ? std::optional<int>(c.placement.cpu_moe_layers) : std::nullopt;
+}
+
 // What the launch lines state about placement: the request's, or kvplan's choice for this candidate.
 Resolved resolved_for(const Setup& s, const Candidate& c, Option& o) {
+  set_placement(s, c, o);
   Resolved res = s.resolved;
-  if (c.placed_by_kvplan) {
-    res.placement = "kvplan";
-    res.n_gpu_layers = c.placement.cpu_moe_layers > 0 ? std::nullopt : std::optional<int>(s.model->layers + 1 - c.placement.first_gpu_layer);
-    res.n_cpu_moe = c.placement.cpu_moe_layers > 0 ? std::optional<int>(c.placement.cpu_moe_layers) : std::nullopt;
-  }
-  o.n_gpu_layers = res.n_gpu_layers;
-  o.n_cpu_moe = res.n_cpu_moe;
+  if (c.placed_by_kvplan) res.placement = "kvplan";
+  res.n_gpu_layers = o.n_gpu_layers;
+  res.n_cpu_moe = o.n_cpu_moe;
   return res;
 }
 
@@ -155,8 +161,7 @@ class ContextSearches {
   int largest_fitting(const Setup& s, const Candidate& c, int cap) {
     // another engine's cache types are not ggml types; an offloaded candidate has a placement of its own
     if (s.own_memory || c.placed_by_kvplan) return largest_fitting_ctx(s, c, cap);
-    const auto k = compute_type_key(s.engine->type(c.k, "--cache-type-k"), true);
-    const auto v = compute_type_key(s.engine->type(c.v, "--cache-type-v"), true);
+    const auto k = compute_type_key(c.ggml_k(*s.engine), true), v = compute_type_key(c.ggml_v(*s.engine), true);
     const Key key{{c.weights}, {k[0], k[1], k[2], v[0], v[1], v[2], c.flash_attn ? 1 : 0, cap}};
     auto it = found_.find(key);
     if (it == found_.end()) it = found_.emplace(key, largest_fitting_ctx(s, c, cap)).first;
@@ -184,7 +189,7 @@ Option size_option(const Setup& s, const Candidate& c, const std::string& mode, 
   at_cap = ctx == cap;
   Option o = account(s, c, ctx > 0 ? ctx : static_cast<int>(std::min<long long>(cap, std::max<long long>(kMinCtx, static_cast<long long>(s.min_ctx) * slots))));
   score(s, c, o);
-  resolved_for(s, c, o);
+  set_placement(s, c, o);  // the launch lines' Resolved is built for the options shown (dress_option)
   estimate_speed(s, c, o);
   o.score = objective(s, o, mode == "max_context");
   return o;
@@ -282,18 +287,8 @@ void rank_options(const Setup& s, const Sized& sized, Plan& out) {
   std::vector<Standing> standings;
   standings.reserve(ranked.size());
   for (size_t i : ranked) standings.push_back(standing(s, fitting[i], max_context));
-  // The likeliest dominators first (least risk and loss, longest context), so that a dominated option, most of a
-  // CPU plan's hundreds, meets one within a few comparisons; the set kept does not depend on the order.
-  std::vector<size_t> by_strength(standings.size());
-  for (size_t i = 0; i < by_strength.size(); ++i) by_strength[i] = i;
-  std::sort(by_strength.begin(), by_strength.end(), [&](size_t a, size_t b) {
-    const Standing &x = standings[a], &y = standings[b];
-    return std::tie(x.risk, x.loss, y.ctx, y.headroom) < std::tie(y.risk, y.loss, x.ctx, x.headroom);
-  });
-  std::vector<size_t> kept;
-  for (size_t j = 0; j < ranked.size(); ++j)
-    if (std::none_of(by_strength.begin(), by_strength.end(), [&](size_t b) { return dominates(standings[b], standings[j]); }))
-      kept.push_back(ranked[j]);
+  std::vector<size_t> kept = undominated(standings);
+  for (size_t& k : kept) k = ranked[k];
   std::sort(kept.begin(), kept.end(), [&](size_t a, size_t b) { return ranks_before(s, fitting[a], fitting[b]); });
   kept.resize(std::min<size_t>(kept.size(), static_cast<size_t>(s.request.top)));
   for (size_t i : kept) {

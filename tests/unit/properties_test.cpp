@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "helpers.hpp"
+#include "planner/setup.hpp"
 #include "priors/prior.hpp"
 
 using namespace kvplan;
@@ -135,5 +136,28 @@ TEST_CASE("the default CUDA build is never recommended a mixed pair", "[slow]") 
       INFO(m.id << " on " << dev);
       if (p.recommended()->flash_attn) CHECK(p.recommended()->cache_type_k == p.recommended()->cache_type_v);
     }
+  }
+}
+
+TEST_CASE("undominated: the kept set equals the check of every option against every other") {
+  // Random standings on a coarse grid (ties are common), with speed known for all, none or some of the options.
+  std::uint64_t state = 0x9E3779B97F4A7C15ULL;
+  auto next = [&](int n) {
+    state ^= state << 13, state ^= state >> 7, state ^= state << 17;
+    return static_cast<int>(state % static_cast<std::uint64_t>(n));
+  };
+  for (int round = 0; round < 300; ++round) {
+    const int speeds = round % 3;  // 0: none known, 1: all known, 2: some known
+    std::vector<detail::Standing> st(static_cast<size_t>(1 + next(40)));
+    for (auto& x : st) {
+      x.risk = next(3), x.ctx = 1024 * (1 + next(4)), x.loss = 0.01 * next(5), x.headroom = next(4) * (1LL << 28);
+      x.decode_relative = 0.25 * next(4);
+      x.decode_tps = speeds == 1 || (speeds == 2 && next(2) == 0) ? 10.0 * (1 + next(3)) : 0;
+    }
+    std::vector<size_t> brute;
+    for (size_t j = 0; j < st.size(); ++j)
+      if (std::none_of(st.begin(), st.end(), [&](const detail::Standing& b) { return detail::dominates(b, st[j]); })) brute.push_back(j);
+    CAPTURE(round, st.size(), speeds);
+    CHECK(detail::undominated(st) == brute);
   }
 }

@@ -301,8 +301,8 @@ template <class Record>
 void record_allocations(const Setup& s, const Candidate& c, int ctx, const ContextShape& shape, Record& record) {
   const ModelSpec& m = *s.model;
   const EngineSpec& e = *s.engine;
-  const GgmlType& tk = e.type(c.k, "--cache-type-k");
-  const GgmlType& tv = e.type(c.v, "--cache-type-v");
+  const GgmlType& tk = c.ggml_k(e);
+  const GgmlType& tv = c.ggml_v(e);
   const Placement& place = c.placement;
   // KV of each layer lives on that layer's device (offload_kqv, llama-kv-cache.cpp dev_layer(il)).
   const KvCacheBytes kv = s.kv(m, shape, tk, tv, c.flash_attn, *s.backend, place.first_gpu_layer);

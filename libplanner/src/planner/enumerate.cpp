@@ -200,6 +200,7 @@ std::vector<Candidate> enumerate(const Setup& s) {
         continue;
       }
       candidates.push_back(Candidate{f, k, v, fa, check.slow, check.needs, check.slow ? check.reason : "", wb, s.placement, false});
+      if (!s.own_memory) candidates.back().type_k = &s.engine->type(k, "--cache-type-k"), candidates.back().type_v = &s.engine->type(v, "--cache-type-v");
     }
   }
   if (candidates.empty()) refuse(s, choices, refusals.front());

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <fmt/format.h>
@@ -135,6 +136,32 @@ bool dominates(const Standing& b, const Standing& a) {
   const double da = known ? a.decode_tps : a.decode_relative, db = known ? b.decode_tps : b.decode_relative;
   return b.risk <= a.risk && b.ctx >= a.ctx && b.loss <= a.loss && b.headroom >= a.headroom && db >= da &&
          (b.ctx > a.ctx || b.loss < a.loss || b.headroom > a.headroom || db > da);
+}
+
+// The options no other dominates (indices into standings). Where every option's speed is on one scale (all decode
+// rates known, or none), dominance is a strict partial order and a lexicographic order lists every dominator before
+// what it dominates: each option is then checked against those kept so far only (a dominated option's maximal
+// dominator is kept and comes first). Otherwise (speed known for some) each is checked against all.
+std::vector<size_t> undominated(const std::vector<Standing>& standings) {
+  std::vector<size_t> order(standings.size()), kept;
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  const auto known = std::count_if(standings.begin(), standings.end(), [](const Standing& x) { return x.decode_tps > 0; });
+  if (known != 0 && known != static_cast<long>(standings.size())) {
+    for (size_t j : order)
+      if (std::none_of(standings.begin(), standings.end(), [&](const Standing& b) { return dominates(b, standings[j]); }))
+        kept.push_back(j);
+    return kept;
+  }
+  auto speed = [&](const Standing& x) { return known ? x.decode_tps : x.decode_relative; };
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    const Standing &x = standings[a], &y = standings[b];
+    return std::make_tuple(x.risk, x.loss, -static_cast<long long>(x.ctx), -x.headroom, -speed(x)) <
+           std::make_tuple(y.risk, y.loss, -static_cast<long long>(y.ctx), -y.headroom, -speed(y));
+  });
+  for (size_t j : order)
+    if (std::none_of(kept.begin(), kept.end(), [&](size_t b) { return dominates(standings[b], standings[j]); })) kept.push_back(j);
+  std::sort(kept.begin(), kept.end());  // the caller's order
+  return kept;
 }
 
 }  // namespace kvplan::detail

@@ -180,6 +180,12 @@ struct Candidate {  // one (weights, K, V, flash attention) combination the engi
   WeightBytes weight_bytes;
   Placement placement;       // where its layers and experts live (the request's, or one kvplan chose)
   bool placed_by_kvplan = false;  // the placement is kvplan's choice: the launch line states it (-ngl, --n-cpu-moe)
+  // k and v as llama.cpp's ggml types, found once by name (nullptr for another engine's cache types): the context
+  // search reads them at every probe.
+  const GgmlType* type_k = nullptr;
+  const GgmlType* type_v = nullptr;
+  const GgmlType& ggml_k(const EngineSpec& e) const { return type_k ? *type_k : e.type(k, "--cache-type-k"); }
+  const GgmlType& ggml_v(const EngineSpec& e) const { return type_v ? *type_v : e.type(v, "--cache-type-v"); }
 };
 
 
@@ -262,6 +268,8 @@ struct Standing {
 };
 Standing standing(const Setup& s, const Option& o, bool max_context);
 bool dominates(const Standing& b, const Standing& a);
+// The options no other dominates, as indices into standings in ascending order.
+std::vector<size_t> undominated(const std::vector<Standing>& standings);
 
 // ---- explain.cpp: why the recommendation, with evidence ----
 std::vector<std::string> explain(const Setup& s, const Option& best, const std::vector<Option>& all);
