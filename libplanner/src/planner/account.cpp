@@ -334,11 +334,18 @@ void record_allocations(const Setup& s, const Candidate& c, int ctx, const Conte
 // The tightest headroom at `ctx` over every pool, or over the devices only (not host RAM).
 Bytes headroom_at(const Setup& s, const Candidate& c, int ctx, bool devices_only = false) {
   std::vector<PoolUsage> usage(s.pools.size());
+  // Most figures name s.device_pool or s.host_pool: their pools are found by name once per call, not per figure.
+  auto find = [&](const std::string& pool) {
+    size_t i = 0;
+    while (i < s.pools.size() && s.pools[i].id != pool) ++i;
+    return i;
+  };
+  const size_t device = find(s.device_pool), host = find(s.host_pool);
   auto record = [&](const char*, const char* what, const std::string& pool, const Figure& f) {
-    for (size_t i = 0; i < s.pools.size(); ++i)
-      if (s.pools[i].id == pool)
-        usage[i].allocations = checked_add(usage[i].allocations, f.bytes, what),
-        usage[i].allocations_high = checked_add(usage[i].allocations_high, f.high, what);
+    const size_t i = &pool == &s.device_pool ? device : &pool == &s.host_pool ? host : find(pool);
+    if (i == s.pools.size()) return;  // as sum_pools: a figure of no pool counts in none
+    usage[i].allocations = checked_add(usage[i].allocations, f.bytes, what),
+    usage[i].allocations_high = checked_add(usage[i].allocations_high, f.high, what);
   };
   record_allocations(s, c, ctx, main_shape(s, c, ctx), record);
   Bytes least = std::numeric_limits<Bytes>::max();
