@@ -656,3 +656,27 @@ TEST_CASE("compute_type_key: cache types with one key give the same compute figu
   }
   CHECK(groups_shared > 1000);  // the key does merge pairs (q8_0 and q4_0 caches on a GPU with flash attention)
 }
+
+TEST_CASE("compute_bytes' cut hint changes the cost, never the figures; a hybrid's cut holds at twice its period") {
+  const EngineSpec& e = kvtest::engine();
+  int hybrids_at_two = 0;
+  for (const ModelSpec& m : kvtest::catalog().models) {
+    CAPTURE(m.id);
+    const auto layers = layer_caches(m, e);
+    const auto shape = context_shape(m, e, 16384, 1, false, 512, 2048, false, true);
+    const GgmlType& q8 = kvtest::type("q8_0");
+    const ComputeBytes plain = compute_bytes(layers, m, e, shape, q8, q8, true, kvtest::cuda());
+    int hint = 0;
+    const ComputeBytes learned = compute_bytes(layers, m, e, shape, q8, q8, true, kvtest::cuda(), true, 1, {}, &hint);
+    int twice = 2;
+    const ComputeBytes hinted = compute_bytes(layers, m, e, shape, q8, q8, true, kvtest::cuda(), true, 1, {}, &twice);
+    for (const ComputeBytes* got : {&learned, &hinted}) {
+      CHECK(got->device.bytes == plain.device.bytes);
+      CHECK(got->device.high == plain.device.high);
+      CHECK(got->host.bytes == plain.host.bytes);
+    }
+    CHECK((hint == 0 || hint == 1 || hint == 2));
+    if (m.arch == "granitehybrid" && hint == 2) ++hybrids_at_two;
+  }
+  CHECK(hybrids_at_two > 0);  // Granite 4.0-H: the cut by one period is not proven, by two it is
+}

@@ -149,9 +149,12 @@ struct HostResident {
   int kv_layers = 0;                                  // layers below this keep their KV cache in RAM
 };
 // host: with op offload, what the GPU copies from host RAM (default: every weight and the KV on the device).
+// cut_hint (in and out): the period multiple whose cut held last time for this model (1 or 2), tried first; the
+// figures do not depend on it.
 ComputeBytes compute_bytes(const std::vector<LayerCache>& layers, const ModelSpec& model, const EngineSpec& engine,
                            const ContextShape& shape, const GgmlType& type_k, const GgmlType& type_v, bool flash_attn,
-                           const BackendSpec& backend, bool holds_output = true, int n_copies = 1, const HostResident& host = {});
+                           const BackendSpec& backend, bool holds_output = true, int n_copies = 1, const HostResident& host = {},
+                           int* cut_hint = nullptr);
 
 // What compute_bytes reads of a cache type: f32, f16, another unquantized type or quantized (the f16
 // copies flash attention makes, the casts of an f32 cache, the rotation inputs), and the row size only where

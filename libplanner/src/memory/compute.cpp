@@ -145,18 +145,24 @@ ComputeBytes compute_bytes(const ModelSpec& m, const EngineSpec& engine, const C
 
 ComputeBytes compute_bytes(const std::vector<LayerCache>& layers, const ModelSpec& m, const EngineSpec& engine, const ContextShape& s,
                            const GgmlType& type_k, const GgmlType& type_v, bool flash_attn, const BackendSpec& backend,
-                           bool holds_output, int n_copies, const HostResident& in_ram) {
+                           bool holds_output, int n_copies, const HostResident& in_ram, int* cut_hint) {
   // Where kvplan models the architecture's reserve graph node by node, its placement by ggml-alloc gives the
   // buffers: on the CPU backend one buffer holds every graph tensor, inputs included; on a GPU the scheduler keeps
   // the inputs in the host buffer and the device holds the rest (and copies of the inputs it reads).
   // The graph is built with its alike layers cut out first (the cost of a graph then does not grow with depth): by the
   // layers' period, then by twice it, then whole where neither cut's repeat is proven (over the catalog: Mamba-Codestral, whose free
   // blocks settle only after more layers than a cut keeps; tests/unit/memory_test.cpp counts them).
+  // Every proven cut gives the whole graph's figures, so the order only decides the cost: a caller's hint (the cut
+  // that last held for this model: hybrids hold only at twice the period) is tried first.
   if (const auto target = graph_target(backend, holds_output, in_ram)) {
-    for (const int cut : {1, 2, 0}) {
+    const bool twice_first = cut_hint && *cut_hint == 2;
+    for (const int cut : {twice_first ? 2 : 1, twice_first ? 1 : 2, 0}) {
       auto graph = reserve_graph(m, engine, s, type_k, type_v, flash_attn, *target, cut);
       if (!graph) break;
-      if (auto out = graph_compute(std::move(*graph), engine, backend, n_copies)) return *out;
+      if (auto out = graph_compute(std::move(*graph), engine, backend, n_copies)) {
+        if (cut_hint && cut != 0) *cut_hint = cut;
+        return *out;
+      }
     }
   }
   // The closed forms below stay for what has no graph model: architectures without a modelled graph (legacy MLA,

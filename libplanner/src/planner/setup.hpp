@@ -68,6 +68,8 @@ struct ComputeMemo {
   // Each catalog format's tensors sized once per (model, format, engine, backend): a pinned plan's verifying re-plans
   // size the same formats again otherwise (a GGUF's own format lives in its Setup and is not shared).
   std::unordered_map<FlatKey<4, 0>, SizedWeights, FlatKeyHash> sized;
+  // The reserve-graph cut that last held per model (compute_bytes' cut_hint): a hybrid's holds at twice its period.
+  std::unordered_map<const ModelSpec*, int> cut_hints;
 };
 
 // Everything about the request that does not depend on the option.
@@ -164,7 +166,8 @@ struct Setup {
     if (it == figures.end())
       it = figures
                .emplace(key, compute_bytes(layers_of(m), m, *engine, sh, tk, tv, fa, b, holds_output, n_copies,
-                                           HostResident{copies ? &host_weights->host_weights : nullptr, host_kv_layers}))
+                                           HostResident{copies ? &host_weights->host_weights : nullptr, host_kv_layers},
+                                           &compute_memo->cut_hints[&m]))
                .first;
     return it->second;
   }
