@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <stdexcept>
 #include <string>
-#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -150,9 +149,6 @@ struct Sized {
   }
 };
 
-// One candidate as an option: its context (pinned, or the largest that fits up to the cap), every allocation,
-// its quality and speed: what the ranking needs. ctx_found is 0 when nothing fits even at one step; at_cap says
-// the search stopped at the cap (dress_option's warnings).
 // Candidates alike in memory fit the same context: one weight format and flash attention setting, the request's
 // placement, and cache types of the same size (q4_0 and iq4_nl: compute_type_key with row sizes is everything
 // account() reads of a type). Each such class is searched once per plan; kvplan's own placements are searched each.
@@ -173,6 +169,9 @@ class ContextSearches {
   std::unordered_map<Key, int, FlatKeyHash> found_;
 };
 
+// One candidate as an option: its context (pinned, or the largest that fits up to the cap), every allocation,
+// its quality and speed: what the ranking needs. ctx_found is 0 when nothing fits even at one step; at_cap says
+// the search stopped at the cap (dress_option's warnings).
 Option size_option(const Setup& s, const Candidate& c, const std::string& mode, int cap, ContextSearches& searches, int& ctx_found,
                    bool& at_cap) {
   const Request& r = s.request;
