@@ -140,7 +140,8 @@ TEST_CASE("the default CUDA build is never recommended a mixed pair", "[slow]") 
 }
 
 TEST_CASE("undominated: the kept set equals the check of every option against every other") {
-  // Random standings on a coarse grid (ties are common), with speed known for all, none or some of the options.
+  // Random standings on a coarse grid (ties are common), with speed known for all, none or some of the options, and
+  // now and then a loss that is not a number.
   std::uint64_t state = 0x9E3779B97F4A7C15ULL;
   auto next = [&](int n) {
     state ^= state << 13, state ^= state >> 7, state ^= state << 17;
@@ -154,6 +155,7 @@ TEST_CASE("undominated: the kept set equals the check of every option against ev
       x.decode_relative = 0.25 * next(4);
       x.decode_tps = speeds == 1 || (speeds == 2 && next(2) == 0) ? 10.0 * (1 + next(3)) : 0;
     }
+    if (round % 10 == 9) st[static_cast<size_t>(next(static_cast<int>(st.size())))].loss = std::nan("");  // not a number
     std::vector<size_t> brute;
     for (size_t j = 0; j < st.size(); ++j)
       if (std::none_of(st.begin(), st.end(), [&](const detail::Standing& b) { return detail::dominates(b, st[j]); })) brute.push_back(j);

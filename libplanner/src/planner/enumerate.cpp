@@ -178,29 +178,34 @@ WeightBytes candidate_weight_bytes(const Setup& s, const WeightFormat& f, const 
 std::vector<Candidate> enumerate(const Setup& s) {
   const std::vector<const WeightFormat*> formats = candidate_formats(s);
   const CacheChoices choices = cache_choices(s);
-  // Whether the engine runs a (K, V, flash attention) setting does not depend on the weights: checked once.
+  // Whether the engine runs a (K, V, flash attention) setting does not depend on the weights: checked once, and
+  // llama.cpp's types found once by name (another engine's cache types are not ggml types: nullptr).
   struct Setting {
     const std::string& k;
     const std::string& v;
     bool fa;
     engines::PairCheck check;
+    const GgmlType* type_k;
+    const GgmlType* type_v;
   };
+  auto ggml = [&](const std::string& id, const char* flag) { return s.own_memory ? nullptr : &s.engine->type(id, flag); };
   std::vector<Setting> settings;
   for (const auto& k : choices.ks)
     for (const auto& v : choices.vs)
       for (bool fa : choices.fas)
-        if (!choices.tied || v == k) settings.push_back(Setting{k, v, fa, check_candidate(s, choices, k, v, fa)});
+        if (!choices.tied || v == k)
+          settings.push_back(Setting{k, v, fa, check_candidate(s, choices, k, v, fa), ggml(k, "--cache-type-k"), ggml(v, "--cache-type-v")});
   std::vector<Candidate> candidates;
   std::vector<engines::PairCheck> refusals;
   for (const auto* f : formats) {
     const WeightBytes wb = candidate_weight_bytes(s, *f, s.placement);
-    for (const auto& [k, v, fa, check] : settings) {
+    for (const auto& [k, v, fa, check, type_k, type_v] : settings) {
       if (!check.ok && !(check.slow && s.request.allow_slow)) {
         if (f == formats.front()) refusals.push_back(check);
         continue;
       }
-      candidates.push_back(Candidate{f, k, v, fa, check.slow, check.needs, check.slow ? check.reason : "", wb, s.placement, false});
-      if (!s.own_memory) candidates.back().type_k = &s.engine->type(k, "--cache-type-k"), candidates.back().type_v = &s.engine->type(v, "--cache-type-v");
+      candidates.push_back(
+          Candidate{f, k, v, fa, check.slow, check.needs, check.slow ? check.reason : "", wb, s.placement, false, type_k, type_v});
     }
   }
   if (candidates.empty()) refuse(s, choices, refusals.front());

@@ -141,12 +141,17 @@ bool dominates(const Standing& b, const Standing& a) {
 // The options no other dominates (indices into standings). Where every option's speed is on one scale (all decode
 // rates known, or none), dominance is a strict partial order and a lexicographic order lists every dominator before
 // what it dominates: each option is then checked against those kept so far only (a dominated option's maximal
-// dominator is kept and comes first). Otherwise (speed known for some) each is checked against all.
+// dominator is kept and comes first). Otherwise (speed known for some, or a figure not a number) each is checked
+// against all.
 std::vector<size_t> undominated(const std::vector<Standing>& standings) {
   std::vector<size_t> order(standings.size()), kept;
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   const auto known = std::count_if(standings.begin(), standings.end(), [](const Standing& x) { return x.decode_tps > 0; });
-  if (known != 0 && known != static_cast<long>(standings.size())) {
+  // a loss or speed that is not a number has no place in a lexicographic order: every pair is checked then
+  const bool ordered = std::all_of(standings.begin(), standings.end(), [](const Standing& x) {
+    return std::isfinite(x.loss) && std::isfinite(x.decode_tps) && std::isfinite(x.decode_relative);
+  });
+  if (!ordered || (known != 0 && known != static_cast<long>(standings.size()))) {
     for (size_t j : order)
       if (std::none_of(standings.begin(), standings.end(), [&](const Standing& b) { return dominates(b, standings[j]); }))
         kept.push_back(j);
