@@ -39,18 +39,23 @@ exact match reaches --target (0.8) is the one measured. A task the model cannot 
 Results: data/priors/measured/<model-id>-kv-tasks.csv (appended; one row per task x ctx x configuration, with the
 base's figures and the paired differences), calibration in data/priors/measured/<model-id>-kv-tasks-calibration.csv.
 While a run is under way its rows so far (marked partial) are rewritten after every haystack to
-<model-id>-kv-tasks.<task>-c<ctx>.partial.csv beside it, so a run that is killed leaves them; the file is removed
-when the task finishes.
+<model-id>-kv-tasks.<task>-c<ctx>.partial.csv beside it, and each haystack's per-query scores are appended to
+<model-id>-kv-tasks.<task>-c<ctx>.journal.jsonl. A run that is stopped (a signal, --max-hours, --max-haystacks, a
+kill) leaves both, and the same command resumes from the journal: the haystacks done are read back, the next seed
+is measured, and the results equal those of one uninterrupted run. Both files are removed, and the rows appended to
+the results file, only when the task has all its queries.
 
   python tools/measure_kv/tasks.py --smoke                                    # seconds: SMOKE OK, exit 0
   python tools/measure_kv/tasks.py --model-id smollm2-135m --calibrate --ctx 2048
   python tools/measure_kv/tasks.py --model-id smollm2-135m --ctx 2048         # the levels calibrated for it
+  python tools/measure_kv/tasks.py --model-id smollm2-135m --ctx 8192 --max-hours 2   # resumable: rerun to go on
 """
 from __future__ import annotations
 
 import argparse
 import csv
 import datetime as _dt
+import json
 import math
 import os
 import random
@@ -318,9 +323,13 @@ class Scores:
 def run_task(eng: Any, filler: Filler, task: str, level: tuple[int, int], n_ctx: int, configs: list[Config],
              n_queries: int, seed0: int, n_ubatch: int, stop: dict[str, bool], progress: bool,
              max_q_per_hay: int = 16, max_fail: int | None = None,
-             after_haystack: Any = None) -> tuple[Scores, list[Scores], dict[str, Any]]:
+             after_haystack: Any = None, journal: "Journal | None" = None,
+             max_haystacks: int | None = None, max_seconds: float | None = None
+             ) -> tuple[Scores, list[Scores], dict[str, Any]]:
     """The queries of haystacks seed0, seed0+1, ... until n_queries are scored (or, with max_fail, until the base
-    has failed more than max_fail of them: a calibration level that cannot reach its target)."""
+    has failed more than max_fail of them: a calibration level that cannot reach its target). With a journal, the
+    haystacks it holds are taken as done (their scores read back, the next seed after them) and every new one is
+    appended to it; max_haystacks / max_seconds end this run early (the haystack under way is finished)."""
     L = eng.L
     n_ub = min(n_ubatch, n_ctx)
     base_ctx, _ = eng.new_context(n_ctx, n_ub, "f16", "f16", True, True)
@@ -333,11 +342,32 @@ def run_task(eng: Any, filler: Filler, task: str, level: tuple[int, int], n_ctx:
     t0 = time.time()
     n_hay = 0
     prompt_tokens: list[int] = []
+    done = journal.haystacks if journal is not None else []
+    for rec in done:  # an earlier run's haystacks, in seed order
+        for s, qs in zip(scores, rec["scores"]):
+            for ex, acc, nll, nt in qs:
+                s.exact.append(bool(ex)), s.tok_acc.append(acc), s.nll.append(nll), s.n_tok.append(nt)
+        prompt_tokens += rec["prompt_tokens"]
+    n_hay = len(done)
+    t0 -= sum(rec["seconds"] for rec in done)  # the seconds reported are the measurement's, all runs together
+    t_run = time.time()
+    if done:
+        print(f"  resuming {task} ctx {n_ctx}: {n_hay} haystacks, {len(scores[0].exact)} queries done "
+              f"({journal.path.name})", file=sys.stderr, flush=True)
     try:
-        seed = seed0
+        seed = seed0 + n_hay
+        new_hay = 0
         while len(scores[0].exact) < n_queries and not stop.get("stop"):
             if max_fail is not None and scores[0].exact.count(False) > max_fail:
                 break
+            if (max_haystacks is not None and new_hay >= max_haystacks) or \
+                    (max_seconds is not None and time.time() - t_run >= max_seconds):
+                print(f"  {task} ctx {n_ctx}: this run's limit reached after {new_hay} haystacks; rerun to go on",
+                      file=sys.stderr, flush=True)
+                break
+            new_hay += 1
+            t_hay = time.time()
+            n_before = len(scores[0].exact)
             hay = build_haystack(eng, filler, task, level, n_ctx, seed, max_q_per_hay)
             seed += 1
             n_hay += 1
@@ -359,6 +389,11 @@ def run_task(eng: Any, filler: Filler, task: str, level: tuple[int, int], n_ctx:
                     s.n_tok.append(len(q.answer))
                     if not L.llama_memory_seq_rm(mem, 0, H, -1):
                         raise RuntimeError("llama_memory_seq_rm failed")
+            if journal is not None:
+                journal.append({"seed": seed - 1, "seconds": round(time.time() - t_hay, 3),
+                                "prompt_tokens": prompt_tokens[n_before:],
+                                "scores": [[[int(s.exact[i]), s.tok_acc[i], s.nll[i], s.n_tok[i]]
+                                            for i in range(n_before, len(s.exact))] for s in scores]})
             if after_haystack is not None:
                 after_haystack(scores[0], scores[1:], {"haystacks": n_hay, "seconds": time.time() - t0, "rot": rots,
                                                        "seeds": f"{seed0}..{seed0 + n_hay - 1}",
@@ -376,6 +411,54 @@ def run_task(eng: Any, filler: Filler, task: str, level: tuple[int, int], n_ctx:
     info = {"haystacks": n_hay, "seconds": time.time() - t0, "rot": rots, "seeds": f"{seed0}..{seed0 + n_hay - 1}",
             "prompt_tokens_mean": float(np.mean(prompt_tokens)) if prompt_tokens else 0.0}
     return scores[0], scores[1:], info
+
+
+class Journal:
+    """Per-haystack scores of one (task, ctx) run, one JSON line each after a header line that names what was
+    measured, so a stopped run resumes where it stopped (a task at 8K context takes hours on one core). A header
+    that differs from the run's (another model file, level, pair list, ubatch ...) is refused rather than mixed; a
+    last line cut off by a kill is dropped (its haystack is measured again)."""
+
+    def __init__(self, path: Path, header: dict[str, Any], fresh: bool = False) -> None:
+        self.path = path
+        self.haystacks: list[dict[str, Any]] = []
+        if fresh:
+            path.unlink(missing_ok=True)
+        if path.exists():
+            lines = path.read_text().split("\n")
+            old = json.loads(lines[0])
+            diff = [k for k in sorted(set(old) | set(header)) if old.get(k) != header.get(k)]
+            if diff:
+                k = diff[0]
+                print(f"{path}: an earlier run measured {k}={old.get(k)!r}, this one {header.get(k)!r}; rerun with "
+                      "its settings to resume, or with --fresh to start over", file=sys.stderr)
+                raise SystemExit(2)
+            for ln in lines[1:]:
+                try:
+                    rec = json.loads(ln)
+                except json.JSONDecodeError:
+                    break  # the line a kill cut off, and nothing after it
+                if rec.get("seed") != header["seed0"] + len(self.haystacks):
+                    print(f"{path}: haystack seed {rec.get('seed')} where {header['seed0'] + len(self.haystacks)} was "
+                          "expected; start over with --fresh", file=sys.stderr)
+                    raise SystemExit(2)
+                self.haystacks.append(rec)
+            self._rewrite(header)  # drops a cut-off line so appends start on a line of their own
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._rewrite(header)
+
+    def _rewrite(self, header: dict[str, Any]) -> None:
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text("".join(json.dumps(x) + "\n" for x in [header] + self.haystacks))
+        tmp.replace(self.path)
+
+    def append(self, rec: dict[str, Any]) -> None:
+        with self.path.open("a") as f:
+            f.write(json.dumps(rec) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        self.haystacks.append(rec)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -479,6 +562,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                     "on, an f16/f16 test that must equal the base; writes nothing")
     ap.add_argument("--summary", type=Path, nargs="+", default=None, metavar="CSV",
                     help="only print the markdown table of these results files")
+    ap.add_argument("--fresh", action="store_true", help="start over: drop the journal of an earlier, stopped run "
+                    "of the same task and context (by default a run resumes from it)")
+    ap.add_argument("--max-haystacks", type=int, default=None, help="stop this run after N new haystacks per task "
+                    "and context (the journal keeps them; a rerun goes on)")
+    ap.add_argument("--max-hours", type=float, default=None, help="stop starting new haystacks after this many hours "
+                    "(per task and context; the journal keeps what was done)")
     ap.add_argument("--quiet", action="store_true")
     a = ap.parse_args(argv)
     shortest = min((len(LADDER[t]) for t in a.tasks.split(",") if t in LADDER), default=0)
@@ -542,6 +631,12 @@ def main(argv: list[str] | None = None) -> int:
                 return 2
             level = LADDER[task][li]
             side = out.with_name(out.stem + f".{task}-c{n_ctx}.partial.csv")
+            journal = None
+            if not a.smoke:
+                journal = Journal(out.with_name(out.stem + f".{task}-c{n_ctx}.journal.jsonl"), dict(
+                    model_sha256=sha, task=task, level=LADDER[task].index(level), ctx=n_ctx,
+                    configs=[c.label for c in configs], n_ubatch=a.ubatch, seed0=SEED_MEASURE, swa_full=True,
+                    engine_build=a.engine_build), fresh=a.fresh)
 
             def _save(b: Scores, t: list[Scores], inf: dict[str, Any], task: str = task, level: tuple[int, int] = level,
                       n_ctx: int = n_ctx, side: Path = side) -> None:
@@ -552,16 +647,24 @@ def main(argv: list[str] | None = None) -> int:
                 append_csv(side, COLUMNS, task_rows(task, level, n_ctx, configs, b, t, inf, prov, a.model_id, partial=True))
 
             base, tests, info = run_task(eng, filler, task, level, n_ctx, configs, a.queries, SEED_MEASURE, a.ubatch,
-                                         stop, not a.quiet, after_haystack=_save)
-            side.unlink(missing_ok=True)
+                                         stop, not a.quiet, after_haystack=_save, journal=journal,
+                                         max_haystacks=a.max_haystacks,
+                                         max_seconds=None if a.max_hours is None else 3600 * a.max_hours)
             if not base.exact:
                 continue
+            if journal is not None and len(base.exact) < a.queries:
+                print(f"{task} ctx {n_ctx}: {len(base.exact)} of {a.queries} queries so far, kept in {journal.path.name} "
+                      f"and {side.name}; rerun the same command to go on", file=sys.stderr, flush=True)
+                continue
+            side.unlink(missing_ok=True)
             rows = task_rows(task, level, n_ctx, configs, base, tests, info, prov, a.model_id,
                              partial=len(base.exact) < a.queries)
             if a.smoke:
                 smoke_rows += rows
             else:
                 append_csv(out, COLUMNS, rows)
+                if journal is not None:
+                    journal.path.unlink(missing_ok=True)
             if not a.quiet:
                 for r in rows:
                     print(f"RESULT {task:<9} ctx {n_ctx:>5} {r['k_type']:>5}/{r['v_type']:<5} rot={r['rotation']:<3} exact "

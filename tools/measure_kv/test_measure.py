@@ -341,6 +341,57 @@ def test_task_smoke_run() -> None:
     assert r.returncode == 0 and "SMOKE OK" in r.stderr, "tasks.py --smoke failed"
 
 
+def test_task_run_resumes_from_its_journal(tmp_path: Path | None = None) -> None:
+    """A run stopped after one haystack per task and resumed gives the rows of one uninterrupted run; a resume with
+    other settings is refused (exit 2), not mixed in."""
+    missing = missing_for_smoke()
+    if missing:
+        msg = "task harness resume test skipped: not importable: " + ", ".join(missing)
+        print(msg, file=sys.stderr)
+        _skip(msg)
+    import csv
+    import tempfile
+
+    tmp = tmp_path or Path(tempfile.mkdtemp())
+    common = ["--model-id", "gemma3-270m", "--ctx", "192", "--ubatch", "192", "--pairs", "q4_0/q4_0", "--rotation", "on",
+              "--queries", "2", "--level", "-1", "--threads", "2", "--quiet"]
+
+    def run(out: str, *extra: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, str(HERE / "tasks.py"), *common, "--out", str(tmp / out), *extra],
+                              capture_output=True, text=True, timeout=300)
+
+    def rows(out: str) -> list[tuple[str, ...]]:
+        with (tmp / out).open(newline="") as f:
+            return [(r["id"], r["queries"], r["haystacks"], r["seeds"], r["exact"], r["tok_acc"], r["answer_nll"],
+                     r["flips_lost"], r["flips_gained"]) for r in csv.DictReader(f)]
+
+    r = run("a.csv", "--max-haystacks", "1")
+    assert r.returncode == 0, r.stderr[-2000:]
+    journals = sorted(p.name for p in tmp.glob("a.*.journal.jsonl"))
+    assert journals == ["a.json_copy-c192.journal.jsonl", "a.retrieval-c192.journal.jsonl"], journals
+    assert not (tmp / "a.csv").exists(), "a stopped run appended rows to the results"
+    bad = run("a.csv", "--pairs", "q8_0/q8_0")
+    assert bad.returncode == 2 and "configs" in bad.stderr, bad.stderr[-2000:]
+    # a copy of the journal whose first haystack's base scores are altered: a resume reads them back (not re-measured)
+    import json
+    for name in journals:
+        lines = (tmp / name).read_text().splitlines()
+        rec = json.loads(lines[1])
+        rec["scores"][0] = [[0, 0.0, 9.0, q[3]] for q in rec["scores"][0]]
+        (tmp / name.replace("a.", "c.", 1)).write_text("\n".join([lines[0], json.dumps(rec)]) + "\n")
+    assert run("c.csv").returncode == 0
+    r = run("a.csv")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert not list(tmp.glob("a.*.journal.jsonl")) and not list(tmp.glob("a.*.partial.csv"))
+    assert run("b.csv").returncode == 0
+    resumed, straight = rows("a.csv"), rows("b.csv")
+    assert len(straight) == 4 and all(r[1] == "2" and r[2] == "2" for r in straight), straight
+    assert resumed == straight, (resumed, straight)
+    with (tmp / "c.csv").open(newline="") as f:
+        tampered = [r for r in csv.DictReader(f) if r["id"].endswith("-base")]
+    assert len(tampered) == 2 and all(float(r["answer_nll"]) > 4.0 for r in tampered), tampered  # (9 + x) / 2
+
+
 def test_smoke_run() -> None:
     missing = missing_for_smoke()
     if missing:
