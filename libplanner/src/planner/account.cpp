@@ -328,29 +328,63 @@ void record_allocations(const Setup& s, const Candidate& c, int ctx, const Conte
   if (s.request.mmproj) add_projector(s, c, record);
 }
 
-// The smallest headroom over the pools of a llama.cpp candidate at ctx (negative: it does not fit), without
-// building the option: the context search asks it several times per candidate. The pools are summed as sum_pools
-// does, with the same checks.
-// The tightest headroom at `ctx` over every pool, or over the devices only (not host RAM).
-Bytes headroom_at(const Setup& s, const Candidate& c, int ctx, bool devices_only = false) {
-  std::vector<PoolUsage> usage(s.pools.size());
-  // Most figures name s.device_pool or s.host_pool: their pools are found by name once per call, not per figure.
-  auto find = [&](const std::string& pool) {
-    size_t i = 0;
-    while (i < s.pools.size() && s.pools[i].id != pool) ++i;
-    return i;
-  };
-  const size_t device = find(s.device_pool), host = find(s.host_pool);
-  auto record = [&](const char*, const char* what, const std::string& pool, const Figure& f) {
-    const size_t i = &pool == &s.device_pool ? device : &pool == &s.host_pool ? host : find(pool);
-    if (i == s.pools.size()) return;  // as sum_pools: a figure of no pool counts in none
-    usage[i].allocations = checked_add(usage[i].allocations, f.bytes, what),
-    usage[i].allocations_high = checked_add(usage[i].allocations_high, f.high, what);
+// Whether a candidate's allocations other than its weights are the same for every weight format: the request's
+// placement (kvplan's own placements differ per format) and no matmul weight in RAM (op offload copies the host
+// weights into the GPU's compute buffer, so placed_compute reads them). Such candidates share the rest's sums.
+bool rest_shared_by_formats(const Candidate& c) { return !c.placed_by_kvplan && !c.placement.host_matmuls(); }
+
+bool is_main_weights(const char* component, const char* what) {
+  return std::string_view(component) == "main" && (std::string_view(what) == "weights" || std::string_view(what) == "weights_host");
+}
+
+// The sums per pool of a llama.cpp candidate's allocations at ctx (without the main model's weights when
+// skip_weights), as sum_pools adds them: a figure of no pool counts in none.
+std::vector<Setup::PoolSums> pool_sums(const Setup& s, const Candidate& c, int ctx, bool skip_weights) {
+  std::vector<Setup::PoolSums> sums(s.pools.size());
+  const size_t device = s.pool_index(s.device_pool), host = s.pool_index(s.host_pool);  // most figures name these
+  auto record = [&](const char* component, const char* what, const std::string& pool, const Figure& f) {
+    if (skip_weights && is_main_weights(component, what)) return;
+    const size_t i = &pool == &s.device_pool ? device : &pool == &s.host_pool ? host : s.pool_index(pool);
+    if (i < sums.size()) sums[i].add(f, what);
   };
   record_allocations(s, c, ctx, main_shape(s, c, ctx), record);
+  return sums;
+}
+
+// The main model's weights as record_allocations puts them (a figure of 0 bytes is not recorded).
+void add_weights(const Setup& s, const Candidate& c, std::vector<Setup::PoolSums>& sums) {
+  auto add = [&](const std::string& pool, const Figure& f) {
+    if (const size_t i = s.pool_index(pool); f.bytes != 0 && i < sums.size()) sums[i].add(f, "weights");
+  };
+  if (s.gpu_pools.size() <= 1) add(s.device_pool, c.weight_bytes.device);
+  else
+    for (size_t d = 0; d < s.gpu_pools.size(); ++d) add(s.gpu_pools[d], c.weight_bytes.per_device.at(d));
+  add(s.host_pool, c.weight_bytes.host);
+}
+
+// The smallest headroom over the pools of a llama.cpp candidate at ctx (negative: it does not fit), without
+// building the option: the context search asks it several times per candidate, and for every weight format at the
+// same contexts, so the allocations other than the weights are summed once per (K, V, flash attention, context)
+// where they do not depend on the format. The pools are summed as sum_pools does, with the same checks.
+// The tightest headroom at `ctx` over every pool, or over the devices only (not host RAM).
+Bytes headroom_at(const Setup& s, const Candidate& c, int ctx, bool devices_only = false) {
+  std::vector<Setup::PoolSums> sums;
+  if (rest_shared_by_formats(c)) {
+    const Setup::RestKey key{{&c.ggml_k(*s.engine), &c.ggml_v(*s.engine)}, {c.flash_attn ? 1 : 0, ctx}};
+    auto it = s.rest_memo.find(key);
+    if (it == s.rest_memo.end()) it = s.rest_memo.emplace(key, pool_sums(s, c, ctx, true)).first;
+    sums = it->second;
+    add_weights(s, c, sums);
+  } else {
+    sums = pool_sums(s, c, ctx, false);
+  }
   Bytes least = std::numeric_limits<Bytes>::max();
-  for (size_t i = 0; i < s.pools.size(); ++i)
-    if (!devices_only || s.pools[i].kind != "host") least = std::min(least, pool_usage(s.pools[i], usage[i]).headroom);
+  for (size_t i = 0; i < s.pools.size(); ++i) {
+    if (devices_only && s.pools[i].kind == "host") continue;
+    PoolUsage u;
+    u.allocations = sums[i].bytes, u.allocations_high = sums[i].high;
+    least = std::min(least, pool_usage(s.pools[i], u).headroom);
+  }
   return least;
 }
 

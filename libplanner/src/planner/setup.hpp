@@ -138,6 +138,21 @@ struct Setup {
     if (&f == &file_format) return size_once(sized_memo, &f);  // lives in this Setup: not shared with re-plans
     return size_once(compute_memo->sized, FlatKey<4, 0>{{model, &f, engine, backend}, {}});
   }
+  // A pool's sums of a candidate's allocations (typical and upper bound), as sum_pools adds them.
+  struct PoolSums {
+    Bytes bytes = 0, high = 0;
+    void add(const Figure& f, const char* what) { bytes = checked_add(bytes, f.bytes, what), high = checked_add(high, f.high, what); }
+  };
+  // The pools' sums of every allocation but the main model's weights, per (K and V types, flash attention, context),
+  // for candidates whose rest does not depend on the weight format (account.cpp rest_shared_by_formats): the context
+  // search of every format probes the same contexts.
+  using RestKey = FlatKey<2, 2>;
+  mutable std::unordered_map<RestKey, std::vector<PoolSums>, FlatKeyHash> rest_memo;
+  size_t pool_index(const std::string& id) const {
+    size_t i = 0;
+    while (i < pools.size() && pools[i].id != id) ++i;
+    return i;
+  }
   // KV bytes per (model, backend, cells, streams, sequences, layer range, types, flash attention): every weight format
   // of a candidate asks the same at each probed context.
   using KvKey = FlatKey<4, 7>;  // model, backend, K and V types; cells, streams, SWA cells, sequences, layers, FA
