@@ -163,3 +163,43 @@ TEST_CASE("undominated: the kept set equals the check of every option against ev
     CHECK(detail::undominated(st) == brute);
   }
 }
+
+TEST_CASE("account: the allocations other than the weights, shared by the weight formats, equal each candidate's own") {
+  // Every candidate is accounted in one Setup, whose memo the first format of each (K, V, flash attention, context)
+  // fills, and again in a fresh Setup, where nothing is shared: the allocations, pools and headroom must agree.
+  // Requests: one GPU, two GPUs (per-device weights), Apple unified memory, the CPU backend, a draft model.
+  const Catalog& c = kvtest::catalog();
+  std::vector<Request> requests(5);
+  requests[0].gpu = "rtx4090", requests[0].model = "llama-3.1-8b-instruct";
+  requests[1].gpu = "rtx3090", requests[1].extra_gpus = {"rtx3060-12gb"}, requests[1].model = "qwen2.5-coder-32b";
+  requests[2].gpu = "m4max-128gb", requests[2].model = "qwen3-30b-a3b";
+  requests[3].gpu = "24GB", requests[3].backend = "cpu", requests[3].model = "gemma-3-4b-it";
+  requests[4].gpu = "rtx4090", requests[4].model = "qwen2.5-coder-32b", requests[4].model_draft = "qwen2.5-0.5b-instruct";
+  int compared = 0;
+  for (const Request& r : requests) {
+    const detail::Setup shared = detail::resolve(c, r);
+    const std::vector<detail::Candidate> candidates = detail::enumerate(shared);
+    for (const int ctx : {4096, 32768}) {
+      for (size_t i = 0; i < candidates.size(); i += 3) {  // every third: several formats per setting
+        const detail::Candidate& cand = candidates[i];
+        const Option a = detail::account(shared, cand, ctx);
+        const Bytes ha = detail::devices_headroom(shared, cand, ctx);
+        const detail::Setup fresh = detail::resolve(c, r);
+        const Option b = detail::account(fresh, cand, ctx);
+        CAPTURE(r.model, r.gpu, ctx, cand.weights->id, cand.k, cand.v, cand.flash_attn);
+        REQUIRE(a.allocations.size() == b.allocations.size());
+        for (size_t k = 0; k < a.allocations.size(); ++k) {
+          const Allocation &x = a.allocations[k], &y = b.allocations[k];
+          CHECK((x.component == y.component && x.what == y.what && x.pool == y.pool && x.figure.bytes == y.figure.bytes &&
+                 x.figure.high == y.figure.high && x.figure.unpadded == y.figure.unpadded));
+        }
+        REQUIRE(a.pools.size() == b.pools.size());
+        for (size_t k = 0; k < a.pools.size(); ++k) CHECK(a.pools[k].headroom == b.pools[k].headroom);
+        CHECK(ha == detail::devices_headroom(fresh, cand, ctx));
+        ++compared;
+      }
+    }
+    CHECK(shared.rest_memo.size() + shared.rest_allocations_memo.size() > 0);  // the shared path was taken
+  }
+  CHECK(compared > 100);
+}

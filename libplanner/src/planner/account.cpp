@@ -397,14 +397,56 @@ int linear_guess(int lo, Bytes headroom_lo, int hi, Bytes headroom_hi) {
 
 Bytes devices_headroom(const Setup& s, const Candidate& c, int ctx) { return headroom_at(s, c, ctx, true); }
 
+namespace {
+
+// Which of the candidate's weight figures a main-weights record is (by address): -1 device, -2 host, d: per_device[d].
+int weights_figure(const Candidate& c, const Figure& f) {
+  if (&f == &c.weight_bytes.device) return -1;
+  if (&f == &c.weight_bytes.host) return -2;
+  return static_cast<int>(&f - c.weight_bytes.per_device.data());
+}
+const Figure& weights_figure(const Candidate& c, int which) {
+  return which == -1 ? c.weight_bytes.device : which == -2 ? c.weight_bytes.host : c.weight_bytes.per_device.at(static_cast<size_t>(which));
+}
+
+// Every weights figure of the candidate is recorded (a figure of 0 bytes is not): its list has every weights slot.
+bool records_every_weights_figure(const Setup& s, const Candidate& c) {
+  const WeightBytes& w = c.weight_bytes;
+  if (w.host.bytes == 0) return false;
+  if (s.gpu_pools.size() <= 1) return w.device.bytes != 0;
+  return std::all_of(w.per_device.begin(), w.per_device.end(), [](const Figure& f) { return f.bytes != 0; });
+}
+
+}  // namespace
+
+// The candidate's allocations in record_allocations' order. Where the rest does not depend on the weight format, the
+// list is built once per (K, V, flash attention, context), its main-weights entries as slots that each candidate
+// fills with its own figures.
 Option account(const Setup& s, const Candidate& c, int ctx) {
   if (s.own_memory) return account_runtime(s, c, ctx);
   const ContextShape shape = main_shape(s, c, ctx);
   Option o = option_header(s, c, shape, ctx);
-  auto record = [&](const char* component, const char* what, const std::string& pool, const Figure& f) {
-    o.allocations.push_back({component, what, pool, f});
-  };
-  record_allocations(s, c, ctx, shape, record);
+  const bool shared = rest_shared_by_formats(c);
+  const Setup::RestKey key{{&c.ggml_k(*s.engine), &c.ggml_v(*s.engine)}, {c.flash_attn ? 1 : 0, ctx}};
+  auto found = shared ? s.rest_allocations_memo.find(key) : s.rest_allocations_memo.end();
+  if (found == s.rest_allocations_memo.end()) {
+    Setup::RestAllocations rest;
+    auto record = [&](const char* component, const char* what, const std::string& pool, const Figure& f) {
+      if (is_main_weights(component, what)) rest.slots.push_back({rest.rest.size(), what, &pool, weights_figure(c, f)});
+      else rest.rest.push_back({component, what, pool, f});
+      o.allocations.push_back({component, what, pool, f});
+    };
+    record_allocations(s, c, ctx, shape, record);
+    if (shared && records_every_weights_figure(s, c)) s.rest_allocations_memo.emplace(key, std::move(rest));
+  } else {
+    const Setup::RestAllocations& rest = found->second;
+    auto slot = rest.slots.begin();
+    for (size_t i = 0; i <= rest.rest.size(); ++i) {
+      for (; slot != rest.slots.end() && slot->at == i; ++slot)
+        if (const Figure& f = weights_figure(c, slot->figure); f.bytes != 0) o.allocations.push_back({"main", slot->what, *slot->pool, f});
+      if (i < rest.rest.size()) o.allocations.push_back(rest.rest[i]);
+    }
+  }
   sum_pools(s, o);
   return o;
 }

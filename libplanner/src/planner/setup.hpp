@@ -148,6 +148,19 @@ struct Setup {
   // search of every format probes the same contexts.
   using RestKey = FlatKey<2, 2>;
   mutable std::unordered_map<RestKey, std::vector<PoolSums>, FlatKeyHash> rest_memo;
+  // The same candidates' allocation lists without the main model's weights, and where each weights entry goes
+  // (account.cpp account): `at` is its index among the rest, `figure` which of the candidate's weight figures.
+  struct RestAllocations {
+    struct Slot {
+      size_t at;
+      const char* what;
+      const std::string* pool;
+      int figure;  // -1 device, -2 host, d >= 0: per_device[d]
+    };
+    std::vector<Allocation> rest;
+    std::vector<Slot> slots;
+  };
+  mutable std::unordered_map<RestKey, RestAllocations, FlatKeyHash> rest_allocations_memo;
   size_t pool_index(const std::string& id) const {
     size_t i = 0;
     while (i < pools.size() && pools[i].id != id) ++i;
