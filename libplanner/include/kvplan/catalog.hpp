@@ -461,6 +461,7 @@ struct AnalogRow {
   double predicted = 0;    // the fitted prior's L_kv for the row: loss / predicted is how far off the prior was there
   bool upper = false;      // the measurement is an upper bound
   int k_index = -1, v_index = -1;  // k_type, v_type in PriorParams::types (index_types); -1: looked up by name
+  bool own_factor = false;         // the family has a factor of its own (PriorParams::families; index_types)
 };
 struct Evidence {
   bool operator==(const Evidence&) const = default;

@@ -277,7 +277,7 @@ void PriorParams::index_types() {
       if (types[i].type == name) return static_cast<int>(i);
     return -1;
   };
-  for (auto& a : analogs) a.k_index = index_of(a.k_type), a.v_index = index_of(a.v_type);
+  for (auto& a : analogs) a.k_index = index_of(a.k_type), a.v_index = index_of(a.v_type), a.own_factor = family(a.family) != nullptr;
   for (auto& m : measured) m.k_index = index_of(m.k_type), m.v_index = index_of(m.v_type);
 }
 const TypeSensitivity* PriorParams::type_at(int index, const std::string& name) const {

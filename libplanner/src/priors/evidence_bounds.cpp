@@ -53,7 +53,7 @@ struct Cell {
     if (rotation_matters() && a.rot_k != rot_k) return false;
     const bool any_codebook = tier == 1;
     if (!same_kind(k, *ak, true, any_codebook) || !same_kind(v, *av, false, any_codebook)) return false;
-    if (tier == 0) return a.family == family || !p.family(a.family);
+    if (tier == 0) return a.family == family || !a.own_factor;
     if (tier == 1) return a.family == family;
     return true;
   }
@@ -78,7 +78,12 @@ EvidenceBounds evidence_bounds(const PriorParams& p, const QualityInput& in, boo
   // Each analog says how far off the prior was on its own cell (measured / predicted there).
   std::vector<std::pair<const TypeSensitivity*, const TypeSensitivity*>> types;
   types.reserve(p.analogs.size());
-  for (const auto& a : p.analogs) types.emplace_back(p.type_at(a.k_index, a.k_type), p.type_at(a.v_index, a.v_type));
+  // by the indices index_types() set when the prior was built (the last step of loading it; the names are checked
+  // there), not by name: a cell reads every row
+  auto type_of = [&](int index, const std::string& name) {
+    return index >= 0 && static_cast<size_t>(index) < p.types.size() ? &p.types[static_cast<size_t>(index)] : p.type_at(index, name);
+  };
+  for (const auto& a : p.analogs) types.emplace_back(type_of(a.k_index, a.k_type), type_of(a.v_index, a.v_type));
   double lo = INFINITY, hi = 0;
   for (int pass = 0; pass < 2 && out.analogs.empty(); ++pass) {
     for (size_t i = 0; i < p.analogs.size(); ++i) {
