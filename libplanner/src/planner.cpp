@@ -154,18 +154,20 @@ struct Sized {
 // account() reads of a type). Each such class is searched once per plan; kvplan's own placements are searched each.
 class ContextSearches {
  public:
-  int largest_fitting(const Setup& s, const Candidate& c, int cap) {
+  // round: the ranking's round numbers (largest_round_ctx), else to the step
+  int largest_fitting(const Setup& s, const Candidate& c, int cap, bool round) {
+    auto search = [&] { return round ? largest_round_ctx(s, c, cap) : largest_fitting_ctx(s, c, cap); };
     // another engine's cache types are not ggml types; an offloaded candidate has a placement of its own
-    if (s.own_memory || c.placed_by_kvplan) return largest_fitting_ctx(s, c, cap);
+    if (s.own_memory || c.placed_by_kvplan) return search();
     const auto k = compute_type_key(c.ggml_k(*s.engine), true), v = compute_type_key(c.ggml_v(*s.engine), true);
-    const Key key{{c.weights}, {k[0], k[1], k[2], v[0], v[1], v[2], c.flash_attn ? 1 : 0, cap}};
+    const Key key{{c.weights}, {k[0], k[1], k[2], v[0], v[1], v[2], c.flash_attn ? 1 : 0, cap, round ? 1 : 0}};
     auto it = found_.find(key);
-    if (it == found_.end()) it = found_.emplace(key, largest_fitting_ctx(s, c, cap)).first;
+    if (it == found_.end()) it = found_.emplace(key, search()).first;
     return it->second;
   }
 
  private:
-  using Key = FlatKey<1, 8>;
+  using Key = FlatKey<1, 9>;
   std::unordered_map<Key, int, FlatKeyHash> found_;
 };
 
@@ -180,7 +182,7 @@ Option size_option(const Setup& s, const Candidate& c, const std::string& mode, 
   if (r.ctx_size) {
     ctx = *r.ctx_size;
   } else {
-    ctx = searches.largest_fitting(s, c, cap);
+    ctx = searches.largest_fitting(s, c, cap, mode == "rank");
     // ranked options below the cap use round numbers (multiples of 1024); the inverse query keeps 256
     if (mode == "rank" && ctx < cap && ctx >= 2048 * slots) ctx = ctx / (1024 * slots) * (1024 * slots);
   }

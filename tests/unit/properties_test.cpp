@@ -203,3 +203,31 @@ TEST_CASE("account: the allocations other than the weights, shared by the weight
   }
   CHECK(compared > 100);
 }
+
+TEST_CASE("largest_round_ctx: the ranking's round context equals the step search's answer, rounded") {
+  // size_option's rounding of largest_fitting_ctx: below the cap, multiples of 1024 per slot from 2048 per slot on.
+  const Catalog& c = kvtest::catalog();
+  std::vector<Request> requests(5);
+  requests[0].gpu = "rtx4090", requests[0].model = "qwen2.5-coder-32b";
+  requests[1].gpu = "rtx3060-12gb", requests[1].model = "llama-3.1-8b-instruct", requests[1].n_parallel = 4;
+  requests[2].gpu = "8GB", requests[2].model = "gemma-3-12b-it";
+  requests[3].gpu = "m4max-128gb", requests[3].model = "qwen3-30b-a3b", requests[3].n_parallel = 3;
+  requests[4].gpu = "6GB", requests[4].model = "qwen2.5-7b-instruct", requests[4].backend = "vulkan";
+  int compared = 0, below_cap = 0;
+  for (const Request& r : requests) {
+    const detail::Setup s = detail::resolve(c, r);
+    const int slots = r.n_parallel;
+    const std::vector<detail::Candidate> candidates = detail::enumerate(s);
+    for (const int cap : {3 * 1024 * slots + 512, 8192 * slots, 32768 * slots, 131072 * slots, 1000 * slots}) {
+      for (size_t i = 0; i < candidates.size(); i += 4) {
+        const int exact = detail::largest_fitting_ctx(s, candidates[i], cap);
+        const int rounded = exact < cap && exact >= 2048 * slots ? exact / (1024 * slots) * (1024 * slots) : exact;
+        CAPTURE(r.model, r.gpu, slots, cap, candidates[i].weights->id, candidates[i].k, candidates[i].v, exact);
+        CHECK(detail::largest_round_ctx(s, candidates[i], cap) == rounded);
+        ++compared, below_cap += exact < cap && exact > 0;
+      }
+    }
+  }
+  CHECK(compared > 200);
+  CHECK(below_cap > 50);  // the search below the cap is exercised, not only the first probe
+}

@@ -478,4 +478,42 @@ int largest_fitting_ctx(const Setup& s, const Candidate& c, int cap) {
   return lo * step;
 }
 
+// The context the ranking offers a candidate: the largest that fits up to the cap, rounded below the cap to a
+// multiple of 1024 per slot from 2048 per slot on (size_option's round numbers), else a multiple of 256 per slot.
+// Searched on the 1024 grid first and on the 256 grid only below 2048 per slot: the formats' and cache types'
+// probes then meet at the same contexts (one compute graph, one sum of the rest each), and the rounding needs
+// no finer answer. Where the headroom is monotone this is largest_fitting_ctx's answer rounded as size_option does.
+int largest_round_ctx(const Setup& s, const Candidate& c, int cap) {
+  const int slots = s.request.kv_unified ? 1 : s.request.n_parallel;
+  const int fine = s.engine->ctx_pad * slots, coarse = 1024 * slots;
+  if (s.own_memory || fine <= 0 || coarse % fine != 0 || cap / fine <= 2) return largest_fitting_ctx(s, c, cap);
+  std::vector<std::pair<int, Bytes>> seen;  // the probes so far: a bracket's ends are asked again
+  auto headroom = [&](int ctx) {
+    for (const auto& [x, h] : seen)
+      if (x == ctx) return h;
+    seen.emplace_back(ctx, headroom_at(s, c, ctx));
+    return seen.back().second;
+  };
+  const int top = cap / fine * fine;  // largest_fitting_ctx's first probe
+  const Bytes at_top = headroom(top);
+  if (at_top >= 0) return top;
+  // the largest fitting multiple of `coarse` below top: k in [1, k_top), k_top standing for top itself
+  const int k_top = (top + coarse - 1) / coarse;
+  auto at_k = [&](int k) { return headroom(k < k_top ? k * coarse : top); };
+  int found = 0;  // in units of coarse
+  if (k_top > 1) {
+    const Bytes at_one = at_k(1);
+    if (at_one >= 0) found = last_fitting(1, at_one, k_top, at_top, at_k);
+  }
+  if (found * coarse >= 2 * coarse) return found * coarse;  // at least 2048 per slot: the round number
+  // below 2048 per slot: the exact multiple of `fine` in [found, found + 1) coarse steps, below top
+  const int lo = found * coarse / fine, hi = std::min(top, (found + 1) * coarse) / fine;
+  auto at_step = [&](int n) { return headroom(n * fine); };
+  if (lo == 0) {
+    if (hi <= 1 || at_step(1) < 0) return 0;
+    return last_fitting(1, at_step(1), hi, at_step(hi), at_step) * fine;
+  }
+  return last_fitting(lo, at_step(lo), hi, at_step(hi), at_step) * fine;
+}
+
 }  // namespace kvplan::detail

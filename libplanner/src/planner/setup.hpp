@@ -240,6 +240,8 @@ Option account(const Setup& s, const Candidate& c, int ctx);
 // negative: they do not hold it).
 Bytes devices_headroom(const Setup& s, const Candidate& c, int ctx);
 int largest_fitting_ctx(const Setup& s, const Candidate& c, int cap);
+// Its answer as the ranking offers it: below the cap, a multiple of 1024 per slot from 2048 per slot on.
+int largest_round_ctx(const Setup& s, const Candidate& c, int cap);
 // Where the headroom reaches zero between two probes, if memory grew linearly between them.
 int linear_guess(int lo, Bytes headroom_lo, int hi, Bytes headroom_hi);
 // The largest n in [lo, hi) with headroom(n) >= 0, given headroom(lo) = h_lo >= 0 > headroom(hi) = h_hi, for a
