@@ -231,3 +231,41 @@ TEST_CASE("largest_round_ctx: the ranking's round context equals the step search
   CHECK(compared > 200);
   CHECK(below_cap > 50);  // the search below the cap is exercised, not only the first probe
 }
+
+TEST_CASE("offloaded: the most layers on the GPU, as a scan of every -ngl finds them") {
+  // Dense models too large for the card at the cap: the placement search (from -ngl 1, a linear guess and a
+  // bisection) against every -ngl from the most down, for a few candidates of each request.
+  const Catalog& c = kvtest::catalog();
+  std::vector<Request> requests(3);
+  requests[0].gpu = "rtx3060-12gb", requests[0].model = "gemma-3-27b-it";
+  requests[1].gpu = "8GB", requests[1].model = "qwen2.5-coder-32b";
+  requests[2].gpu = "6GB", requests[2].model = "llama-3.1-8b-instruct", requests[2].backend = "vulkan";
+  int compared = 0, partial = 0;
+  for (const Request& r : requests) {
+    const detail::Setup s = detail::resolve(c, r);
+    const std::vector<detail::Candidate> candidates = detail::enumerate(s);
+    const ModelSpec& m = *s.model;
+    const bool counts_output = s.engine->rule_holds("ngl_counts_output");
+    for (size_t i = 0; i < candidates.size(); i += candidates.size() / 5 + 1) {
+      const detail::Candidate& cand = candidates[i];
+      for (const int ctx : {4096, 32768}) {
+        auto fits = [&](int ngl) {
+          detail::Candidate x = cand;
+          x.placement = Placement::for_request(m, ngl, std::nullopt, counts_output);
+          x.weight_bytes = detail::candidate_weight_bytes(s, *cand.weights, x.placement);
+          x.placed_by_kvplan = true;
+          return detail::devices_headroom(s, x, ctx) >= 0;
+        };
+        int scan = m.layers;  // the most that fits; -1: none
+        while (scan >= 0 && !fits(scan)) --scan;
+        const std::optional<detail::Candidate> found = detail::offloaded(s, cand, ctx);
+        CAPTURE(r.model, r.gpu, ctx, cand.weights->id, cand.k, cand.v, cand.flash_attn, scan);
+        REQUIRE(found.has_value() == (scan >= 0));
+        if (found) CHECK(found->placement.first_gpu_layer == Placement::for_request(m, scan, std::nullopt, counts_output).first_gpu_layer);
+        ++compared, partial += scan > 0 && scan < m.layers;
+      }
+    }
+  }
+  CHECK(compared >= 20);
+  CHECK(partial >= 10);
+}

@@ -39,12 +39,15 @@ std::optional<Candidate> offloaded(const Setup& s, const Candidate& c, int ctx) 
     const int kept = last_fitting(0, all_in_ram, layers, none_in_ram, [&](int k) { return headroom(layers - k); });
     return placed(s, c, true, layers - kept);
   }
-  // the most layers on the GPU (-ngl counts the output layer first at b10454: layers + 1 is everything)
-  const Bytes none = headroom(0);
-  if (none < 0) return headroom(1) >= 0 ? std::optional<Candidate>(placed(s, c, false, 1)) : std::nullopt;
+  // the most layers on the GPU (-ngl counts the output layer first at b10454: layers + 1 is everything). The search
+  // starts at -ngl 1: every placement from 1 to `layers` keeps the output layer on the GPU and shares one compute
+  // graph per format (layers are alike), where -ngl 0 puts the output matrix in RAM (its copy in the GPU's compute
+  // buffer: a graph of its own, and not always less GPU memory than -ngl 1).
+  const Bytes output_only = headroom(1);
+  if (output_only < 0) return headroom(0) >= 0 ? std::optional<Candidate>(placed(s, c, false, 0)) : std::nullopt;
   const Bytes everything = headroom(layers + 1);  // the caller found it short; were it not, the most is `layers`
   if (everything >= 0) return placed(s, c, false, layers);
-  return placed(s, c, false, last_fitting(0, none, layers + 1, everything, headroom));
+  return placed(s, c, false, last_fitting(1, output_only, layers + 1, everything, headroom));
 }
 
 }  // namespace kvplan::detail
