@@ -157,8 +157,9 @@ class ContextSearches {
   // round: the ranking's round numbers (largest_round_ctx), else to the step
   int largest_fitting(const Setup& s, const Candidate& c, int cap, bool round) {
     auto search = [&] { return round ? largest_round_ctx(s, c, cap) : largest_fitting_ctx(s, c, cap); };
-    // another engine's cache types are not ggml types; an offloaded candidate has a placement of its own
-    if (s.own_memory || c.placed_by_kvplan) return search();
+    // another engine's cache types are not ggml types; an offloaded candidate has a placement of its own, and its
+    // probes meet no other candidate's (the step search's first probes, the cap and one step, cost less there)
+    if (s.own_memory || c.placed_by_kvplan) return largest_fitting_ctx(s, c, cap);
     const auto k = compute_type_key(c.ggml_k(*s.engine), true), v = compute_type_key(c.ggml_v(*s.engine), true);
     const Key key{{c.weights}, {k[0], k[1], k[2], v[0], v[1], v[2], c.flash_attn ? 1 : 0, cap, round ? 1 : 0}};
     auto it = found_.find(key);
