@@ -433,7 +433,7 @@ Option account(const Setup& s, const Candidate& c, int ctx) {
     Setup::RestAllocations rest;
     auto record = [&](const char* component, const char* what, const std::string& pool, const Figure& f) {
       if (is_main_weights(component, what)) rest.slots.push_back({rest.rest.size(), what, &pool, weights_figure(c, f)});
-      else rest.rest.push_back({component, what, pool, f});
+      else rest.rest.push_back({component, what, &pool, f});
       o.allocations.push_back({component, what, pool, f});
     };
     record_allocations(s, c, ctx, shape, record);
@@ -444,7 +444,7 @@ Option account(const Setup& s, const Candidate& c, int ctx) {
     for (size_t i = 0; i <= rest.rest.size(); ++i) {
       for (; slot != rest.slots.end() && slot->at == i; ++slot)
         if (const Figure& f = weights_figure(c, slot->figure); f.bytes != 0) o.allocations.push_back({"main", slot->what, *slot->pool, f});
-      if (i < rest.rest.size()) o.allocations.push_back(rest.rest[i]);
+      if (i < rest.rest.size()) o.allocations.push_back({rest.rest[i].component, rest.rest[i].what, *rest.rest[i].pool, rest.rest[i].figure});
     }
   }
   sum_pools(s, o);

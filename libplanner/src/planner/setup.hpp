@@ -157,7 +157,13 @@ struct Setup {
       const std::string* pool;
       int figure;  // -1 device, -2 host, d >= 0: per_device[d]
     };
-    std::vector<Allocation> rest;
+    struct Entry {  // an Allocation by reference: its names are literals and the Setup's pool ids
+      const char* component;
+      const char* what;
+      const std::string* pool;
+      Figure figure;
+    };
+    std::vector<Entry> rest;
     std::vector<Slot> slots;
   };
   mutable std::unordered_map<RestKey, RestAllocations, FlatKeyHash> rest_allocations_memo;
