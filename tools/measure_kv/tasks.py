@@ -573,6 +573,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     shortest = min((len(LADDER[t]) for t in a.tasks.split(",") if t in LADDER), default=0)
     if a.from_level != 0 and not (a.calibrate and 0 <= a.from_level < shortest):
         ap.error(f"--from-level {a.from_level}: needs --calibrate and a level 0..{shortest - 1} of every task's ladder")
+    if a.max_haystacks is not None and a.max_haystacks < 1:
+        ap.error(f"--max-haystacks {a.max_haystacks}: give a whole number of haystacks, 1 or more")
+    if a.max_hours is not None and not (a.max_hours > 0 and math.isfinite(a.max_hours)):
+        ap.error(f"--max-hours {a.max_hours}: give a number of hours above 0 (e.g. 2 or 0.5)")
     if a.smoke and a.calibrate:
         ap.error("--smoke writes nothing; --calibrate writes calibration rows: give one of them")
     if a.smoke:

@@ -341,6 +341,26 @@ def test_task_smoke_run() -> None:
     assert r.returncode == 0 and "SMOKE OK" in r.stderr, "tasks.py --smoke failed"
 
 
+def test_task_run_limits_are_checked() -> None:
+    """--max-haystacks and --max-hours that would stop a run before it starts (or never) are refused, exit 2."""
+    import contextlib
+    import io
+
+    import tasks
+
+    for argv in (["--max-haystacks", "0"], ["--max-haystacks", "-3"], ["--max-hours", "0"], ["--max-hours", "nan"],
+                 ["--max-hours", "-1"]):
+        err = io.StringIO()
+        try:
+            with contextlib.redirect_stderr(err):
+                tasks.parse_args(argv)
+        except SystemExit as e:
+            assert e.code == 2 and argv[0] in err.getvalue(), (argv, e.code, err.getvalue())
+        else:
+            raise AssertionError(f"{argv} was accepted")
+    assert tasks.parse_args(["--max-haystacks", "2", "--max-hours", "1.5"]).max_haystacks == 2
+
+
 def test_task_run_resumes_from_its_journal(tmp_path: Path | None = None) -> None:
     """A run stopped after one haystack per task and resumed gives the rows of one uninterrupted run; a resume with
     other settings is refused (exit 2), not mixed in."""
