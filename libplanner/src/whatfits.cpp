@@ -128,27 +128,7 @@ Bytes room_for_weights(const Catalog& c, const WhatFitsRequest& q, const std::ve
   Request r = q.base;
   r.model = todo.front().name;
   r.model_spec = todo.front().spec;
-  const detail::Setup s = detail::resolve(c, r);
-  if (s.resolved.engine_id != "llama.cpp" && s.resolved.engine_id != "ollama") return 0;
-  Bytes room = 0;
-  for (const auto& p : s.pools) {
-    if (!p.bounded()) return 0;
-    room += p.capacity;
-  }
-  return room;
-}
-
-// The weights of a catalog model at the fewest bits per weight any offered GGUF format stores (its base type; the
-// recipes only raise tensors above it): a lower bound on what any plan holds.
-double least_weight_bytes(const Catalog& c, const ModelSpec& m) {
-  const EngineSpec& e = c.engine("llama.cpp");
-  double bits = 16;
-  for (const auto& f : c.weight_formats)
-    if (f.offered && !f.base_type.empty() && f.native_only.empty()) {
-      const GgmlType& t = e.type(f.base_type, "formats." + f.id + ".base");
-      bits = std::min(bits, 8.0 * t.bytes / t.block);
-    }
-  return static_cast<double>(m.params) * bits / 8;
+  return detail::room_for_weights(detail::resolve(c, r));
 }
 
 }  // namespace
@@ -203,7 +183,7 @@ WhatFits what_fits(const Catalog& c, const WhatFitsRequest& q) {
     r.top = 1;
     r.suggest = false;
     if (q.min_ctx && *q.min_ctx > out.task->ctx_target && !r.ctx_size) r.ctx_size = *q.min_ctx;  // plan at the asked context
-    if (room > 0 && !todo[i].spec && todo[i].model && least_weight_bytes(c, *todo[i].model) > static_cast<double>(room)) {
+    if (room > 0 && !todo[i].spec && todo[i].model && detail::least_weight_bytes(c, *todo[i].model) > static_cast<double>(room)) {
       refused[i] = "its weights exceed every pool together at any format";  // not planned: it cannot fit
       return;
     }

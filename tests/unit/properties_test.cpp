@@ -269,3 +269,36 @@ TEST_CASE("offloaded: the most layers on the GPU, as a scan of every -ngl finds 
   CHECK(compared >= 20);
   CHECK(partial >= 10);
 }
+
+TEST_CASE("least_weight_bytes is a lower bound: a model whose weights exceed every pool together fits no option") {
+  // What lets what-fits skip a model and a suggestion skip its re-plan: every fitting option holds at least these
+  // weights, and where they exceed the device and host RAM together, nothing is recommended.
+  const Catalog& c = kvtest::catalog();
+  int exceeded = 0, fitting = 0;
+  for (const ModelSpec& m : c.models) {
+    Request r;
+    r.gpu = "rtx4090", r.model = m.id, r.host_ram = 32LL << 30, r.suggest = false;
+    Plan p;
+    Bytes room = 0;
+    try {
+      room = detail::room_for_weights(detail::resolve(c, r));
+      p = plan(c, r);
+    } catch (const InputError&) {
+      continue;  // an architecture this engine cannot run
+    }
+    const double least = detail::least_weight_bytes(c, m);
+    CAPTURE(m.id, least, room);
+    REQUIRE(room > 0);
+    if (least > static_cast<double>(room)) {
+      ++exceeded;
+      CHECK_FALSE(p.recommended());
+    }
+    for (const Option& o : p.options)
+      if (o.fits()) {
+        ++fitting;
+        CHECK(static_cast<double>(o.sum("weights")) + static_cast<double>(o.sum("weights_host")) >= least);
+      }
+  }
+  CHECK(exceeded >= 5);
+  CHECK(fitting >= 100);
+}

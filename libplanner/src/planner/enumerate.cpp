@@ -175,6 +175,27 @@ WeightBytes candidate_weight_bytes(const Setup& s, const WeightFormat& f, const 
   return it->second;
 }
 
+double least_weight_bytes(const Catalog& c, const ModelSpec& m) {
+  const EngineSpec& e = c.engine("llama.cpp");
+  double bits = 16;
+  for (const auto& f : c.weight_formats)
+    if (f.offered && !f.base_type.empty() && (f.native_only.empty() || f.native_only == m.native_expert_type)) {
+      const GgmlType& t = e.type(f.base_type, "formats." + f.id + ".base");
+      bits = std::min(bits, 8.0 * t.bytes / t.block);
+    }
+  return static_cast<double>(m.params) * bits / 8;
+}
+
+Bytes room_for_weights(const Setup& s) {
+  if (s.own_memory) return 0;
+  Bytes room = 0;
+  for (const auto& p : s.pools) {
+    if (!p.bounded()) return 0;
+    room += p.capacity;
+  }
+  return room;
+}
+
 std::vector<Candidate> enumerate(const Setup& s) {
   const std::vector<const WeightFormat*> formats = candidate_formats(s);
   const CacheChoices choices = cache_choices(s);

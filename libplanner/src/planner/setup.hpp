@@ -239,6 +239,12 @@ std::vector<Candidate> enumerate(const Setup& s);
 // An Unsloth Dynamic (UD-*) mix named without its file: its per-tensor types are only in the header.
 [[noreturn]] void reject_dynamic_quant(const std::string& flag, const std::string& value);
 WeightBytes candidate_weight_bytes(const Setup& s, const WeightFormat& f, const Placement& placement);
+// The weights of a catalog model at the fewest bits per weight of any GGUF format it may be planned in (its base
+// type; the recipes only raise tensors above it): a lower bound on what any plan of it holds.
+double least_weight_bytes(const Catalog& c, const ModelSpec& m);
+// Every pool's capacity together, the devices' and host RAM (0 when a pool is unbounded or the engine sizes its own
+// memory): no llama.cpp plan's weights exceed it.
+Bytes room_for_weights(const Setup& s);
 
 // ---- account.cpp: every allocation of one candidate at one context, pool by pool ----
 Option account(const Setup& s, const Candidate& c, int ctx);

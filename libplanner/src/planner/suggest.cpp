@@ -14,12 +14,22 @@ namespace kvplan::detail {
 
 namespace {
 
+// A catalog model whose weights at the fewest bits exceed every pool of the request together: no option of it fits
+// there, so a re-plan would recommend nothing (what-fits skips such models the same way).
+bool weights_exceed_every_pool(const Catalog& c, const Request& r) {
+  const ModelSpec* m = r.model_spec ? nullptr : c.find_model(r.model);
+  if (!m) return false;
+  const Bytes room = room_for_weights(resolve(c, r));
+  return room > 0 && least_weight_bytes(c, *m) > static_cast<double>(room);
+}
+
 // The re-planned request's recommendation, or nothing when it has none (or is bad input, e.g. an engine that
 // does not run on this device). The re-plan reuses the compute figures s's plan worked out.
 std::optional<Suggestion> verify(const Setup& s, Request r, const std::string& summary) {
   const std::vector<std::string> args = request_args(r);
   r.suggest = false;
   try {
+    if (weights_exceed_every_pool(*s.catalog, r)) return std::nullopt;
     const Plan p = plan_sharing(*s.catalog, r, s.compute_memo);
     if (!p.recommended()) return std::nullopt;
     r.suggest = true;
