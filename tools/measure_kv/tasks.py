@@ -425,28 +425,52 @@ class Journal:
         if fresh:
             path.unlink(missing_ok=True)
         if path.exists():
-            lines = path.read_text().split("\n")
-            old = json.loads(lines[0])
+            lines = [ln for ln in path.read_text().split("\n") if ln.strip()]
+            try:
+                old = json.loads(lines[0]) if lines else None
+            except json.JSONDecodeError:
+                old = None
+            if not isinstance(old, dict):
+                self._refuse("its first line is not the header of a journal (a JSON object naming the run)")
             diff = [k for k in sorted(set(old) | set(header)) if old.get(k) != header.get(k)]
             if diff:
                 k = diff[0]
-                print(f"{path}: an earlier run measured {k}={old.get(k)!r}, this one {header.get(k)!r}; rerun with "
-                      "its settings to resume, or with --fresh to start over", file=sys.stderr)
-                raise SystemExit(2)
-            for ln in lines[1:]:
+                self._refuse(f"an earlier run measured {k}={old.get(k)!r}, this one {header.get(k)!r}; rerun with its "
+                             "settings to resume")
+            for n, ln in enumerate(lines[1:], start=2):
                 try:
                     rec = json.loads(ln)
                 except json.JSONDecodeError:
-                    break  # the line a kill cut off, and nothing after it
-                if rec.get("seed") != header["seed0"] + len(self.haystacks):
-                    print(f"{path}: haystack seed {rec.get('seed')} where {header['seed0'] + len(self.haystacks)} was "
-                          "expected; start over with --fresh", file=sys.stderr)
-                    raise SystemExit(2)
+                    if n == len(lines):
+                        break  # the last line, cut off by a kill: its haystack is measured again
+                    self._refuse(f"line {n} is not JSON")
+                want = header["seed0"] + len(self.haystacks)
+                problem = self._problem(rec, want, len(header["configs"]) + 1)
+                if problem:
+                    self._refuse(f"line {n}: {problem}")
                 self.haystacks.append(rec)
             self._rewrite(header)  # drops a cut-off line so appends start on a line of their own
         else:
             path.parent.mkdir(parents=True, exist_ok=True)
             self._rewrite(header)
+
+    def _refuse(self, why: str) -> None:
+        print(f"{self.path}: {why}; start over with --fresh", file=sys.stderr)
+        raise SystemExit(2)
+
+    @staticmethod
+    def _problem(rec: Any, seed: int, n_configs: int) -> str:
+        """What is wrong with one haystack's line ('' when nothing): its seed, and per configuration (the base
+        first) the same number of [exact, token accuracy, NLL, answer tokens] rows as prompt lengths."""
+        if not isinstance(rec, dict) or not {"seed", "seconds", "prompt_tokens", "scores"} <= set(rec):
+            return "not a haystack's record (seed, seconds, prompt_tokens, scores)"
+        if rec["seed"] != seed:
+            return f"haystack seed {rec['seed']!r} where {seed} was expected"
+        n = len(rec["prompt_tokens"]) if isinstance(rec["prompt_tokens"], list) else -1
+        scores = rec["scores"]
+        ok = isinstance(scores, list) and len(scores) == n_configs and n > 0 and all(
+            isinstance(q, list) and len(q) == n and all(isinstance(r, list) and len(r) == 4 for r in q) for q in scores)
+        return "" if ok else f"scores are not {n_configs} configurations x {max(n, 0)} queries x 4 figures"
 
     def _rewrite(self, header: dict[str, Any]) -> None:
         tmp = self.path.with_suffix(".tmp")

@@ -361,6 +361,46 @@ def test_task_run_limits_are_checked() -> None:
     assert tasks.parse_args(["--max-haystacks", "2", "--max-hours", "1.5"]).max_haystacks == 2
 
 
+def test_task_journal_refuses_damaged_files(tmp_path: Path | None = None) -> None:
+    """A journal is input: a damaged header or record is refused naming the file and line (exit 2), only a last line
+    cut off by a kill is dropped, and a good journal is read back whole."""
+    import contextlib
+    import io
+    import json
+    import tempfile
+
+    import tasks
+
+    tmp = tmp_path or Path(tempfile.mkdtemp())
+    header = {"model_sha256": "ab", "task": "retrieval", "level": 7, "ctx": 4096, "configs": ["q4_0/f16 rot=on"],
+              "n_ubatch": 512, "seed0": 1000, "swa_full": True, "engine_build": "b1"}
+    rec = lambda seed: {"seed": seed, "seconds": 1.0, "prompt_tokens": [4000],  # noqa: E731
+                        "scores": [[[1, 1.0, 0.1, 2]], [[0, 0.5, 0.9, 2]]]}
+    good = [json.dumps(header), json.dumps(rec(1000)), json.dumps(rec(1001))]
+    path = tmp / "j.jsonl"
+    path.write_text("\n".join(good + ['{"seed": 1002, "sec']) + "\n")  # cut off by a kill
+    j = tasks.Journal(path, header)
+    assert [r["seed"] for r in j.haystacks] == [1000, 1001]
+    assert path.read_text().count("\n") == 3  # the cut-off line dropped
+    damaged = {
+        "not a header": ["not json"] + good[1:],
+        "line 2": [good[0], "{oops", good[2]],  # not the last line
+        "seed": [good[0], json.dumps(rec(1001))],
+        "scores": [good[0], json.dumps(dict(rec(1000), scores=[[[1, 1.0, 0.1, 2]]]))],  # one configuration short
+        "record": [good[0], json.dumps([1, 2, 3])],
+    }
+    for what, lines in damaged.items():
+        path.write_text("\n".join(lines) + "\n")
+        err = io.StringIO()
+        try:
+            with contextlib.redirect_stderr(err):
+                tasks.Journal(path, header)
+        except SystemExit as e:
+            assert e.code == 2 and str(path) in err.getvalue() and "--fresh" in err.getvalue(), (what, err.getvalue())
+        else:
+            raise AssertionError(f"a journal with a damaged {what} was read")
+
+
 def test_task_run_resumes_from_its_journal(tmp_path: Path | None = None) -> None:
     """A run stopped after one haystack per task and resumed gives the rows of one uninterrupted run; a resume with
     other settings is refused (exit 2), not mixed in."""
