@@ -185,7 +185,7 @@ Option size_option(const Setup& s, const Candidate& c, const std::string& mode, 
   } else {
     ctx = searches.largest_fitting(s, c, cap, mode == "rank");
     // ranked options below the cap use round numbers (multiples of 1024); the inverse query keeps 256
-    if (mode == "rank" && ctx < cap && ctx >= 2048 * slots) ctx = ctx / (1024 * slots) * (1024 * slots);
+    if (mode == "rank" && ctx < cap && ctx >= 2 * kRoundCtx * slots) ctx = ctx / (kRoundCtx * slots) * (kRoundCtx * slots);
   }
   ctx_found = ctx;
   at_cap = ctx == cap;

@@ -183,7 +183,7 @@ WhatFits what_fits(const Catalog& c, const WhatFitsRequest& q) {
     r.top = 1;
     r.suggest = false;
     if (q.min_ctx && *q.min_ctx > out.task->ctx_target && !r.ctx_size) r.ctx_size = *q.min_ctx;  // plan at the asked context
-    if (room > 0 && !todo[i].spec && todo[i].model && detail::least_weight_bytes(c, *todo[i].model) > static_cast<double>(room)) {
+    if (!todo[i].spec && todo[i].model && detail::weights_exceed_room(c, *todo[i].model, room)) {
       refused[i] = "its weights exceed every pool together at any format";  // not planned: it cannot fit
       return;
     }

@@ -333,6 +333,10 @@ void record_allocations(const Setup& s, const Candidate& c, int ctx, const Conte
 // weights into the GPU's compute buffer, so placed_compute reads them). Such candidates share the rest's sums.
 bool rest_shared_by_formats(const Candidate& c) { return !c.placed_by_kvplan && !c.placement.host_matmuls(); }
 
+Setup::RestKey rest_key(const Setup& s, const Candidate& c, int ctx) {
+  return {{&c.ggml_k(*s.engine), &c.ggml_v(*s.engine)}, {c.flash_attn ? 1 : 0, ctx}};
+}
+
 bool is_main_weights(const char* component, const char* what) {
   return std::string_view(component) == "main" && (std::string_view(what) == "weights" || std::string_view(what) == "weights_host");
 }
@@ -370,7 +374,7 @@ void add_weights(const Setup& s, const Candidate& c, std::vector<Setup::PoolSums
 Bytes headroom_at(const Setup& s, const Candidate& c, int ctx, bool devices_only = false) {
   std::vector<Setup::PoolSums> sums;
   if (rest_shared_by_formats(c)) {
-    const Setup::RestKey key{{&c.ggml_k(*s.engine), &c.ggml_v(*s.engine)}, {c.flash_attn ? 1 : 0, ctx}};
+    const Setup::RestKey key = rest_key(s, c, ctx);
     auto it = s.rest_memo.find(key);
     if (it == s.rest_memo.end()) it = s.rest_memo.emplace(key, pool_sums(s, c, ctx, true)).first;
     sums = it->second;
@@ -427,7 +431,7 @@ Option account(const Setup& s, const Candidate& c, int ctx) {
   const ContextShape shape = main_shape(s, c, ctx);
   Option o = option_header(s, c, shape, ctx);
   const bool shared = rest_shared_by_formats(c);
-  const Setup::RestKey key{{&c.ggml_k(*s.engine), &c.ggml_v(*s.engine)}, {c.flash_attn ? 1 : 0, ctx}};
+  const Setup::RestKey key = rest_key(s, c, ctx);
   auto found = shared ? s.rest_allocations_memo.find(key) : s.rest_allocations_memo.end();
   if (found == s.rest_allocations_memo.end()) {
     Setup::RestAllocations rest;
@@ -485,7 +489,7 @@ int largest_fitting_ctx(const Setup& s, const Candidate& c, int cap) {
 // no finer answer. Where the headroom is monotone this is largest_fitting_ctx's answer rounded as size_option does.
 int largest_round_ctx(const Setup& s, const Candidate& c, int cap) {
   const int slots = s.request.kv_unified ? 1 : s.request.n_parallel;
-  const int fine = s.engine->ctx_pad * slots, coarse = 1024 * slots;
+  const int fine = s.engine->ctx_pad * slots, coarse = kRoundCtx * slots;
   if (s.own_memory || fine <= 0 || coarse % fine != 0 || cap / fine <= 2) return largest_fitting_ctx(s, c, cap);
   std::vector<std::pair<int, Bytes>> seen;  // the probes so far: a bracket's ends are asked again
   auto headroom = [&](int ctx) {

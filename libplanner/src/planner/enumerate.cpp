@@ -196,6 +196,10 @@ Bytes room_for_weights(const Setup& s) {
   return room;
 }
 
+bool weights_exceed_room(const Catalog& c, const ModelSpec& m, Bytes room) {
+  return room > 0 && least_weight_bytes(c, m) > static_cast<double>(room);
+}
+
 std::vector<Candidate> enumerate(const Setup& s) {
   const std::vector<const WeightFormat*> formats = candidate_formats(s);
   const CacheChoices choices = cache_choices(s);

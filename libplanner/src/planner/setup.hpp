@@ -31,6 +31,9 @@ void put_kv_parts(const KvCacheBytes& k, const std::string& pool, Put& put) {
 }
 
 constexpr int kMinCtx = 256;
+// Ranked options below the cap use round contexts: multiples of this per slot from twice it per slot on (size_option;
+// largest_round_ctx searches on that grid).
+constexpr int kRoundCtx = 1024;
 constexpr int kMaxCtx = 1 << 28;  // a pinned -c beyond any model's window times 16 slots is a typo, not a plan
 // Host RAM when neither --ram nor the machine says: a common desktop's 32 GiB (stated in the plan's warnings).
 constexpr Bytes kAssumedHostRam = 32LL << 30;
@@ -245,6 +248,8 @@ double least_weight_bytes(const Catalog& c, const ModelSpec& m);
 // Every pool's capacity together, the devices' and host RAM (0 when a pool is unbounded or the engine sizes its own
 // memory): no llama.cpp plan's weights exceed it.
 Bytes room_for_weights(const Setup& s);
+// The model's weights at the fewest bits exceed that room (a known one): no option of it fits there.
+bool weights_exceed_room(const Catalog& c, const ModelSpec& m, Bytes room);
 
 // ---- account.cpp: every allocation of one candidate at one context, pool by pool ----
 Option account(const Setup& s, const Candidate& c, int ctx);

@@ -19,8 +19,7 @@ namespace {
 bool weights_exceed_every_pool(const Catalog& c, const Request& r) {
   const ModelSpec* m = r.model_spec ? nullptr : c.find_model(r.model);
   if (!m) return false;
-  const Bytes room = room_for_weights(resolve(c, r));
-  return room > 0 && least_weight_bytes(c, *m) > static_cast<double>(room);
+  return weights_exceed_room(c, *m, room_for_weights(resolve(c, r)));
 }
 
 // The re-planned request's recommendation, or nothing when it has none (or is bad input, e.g. an engine that
