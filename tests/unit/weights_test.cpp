@@ -9,6 +9,7 @@
 
 #include "gguf_writer.hpp"
 #include "helpers.hpp"
+#include "memory/weights.hpp"
 
 using namespace kvplan;
 
@@ -414,4 +415,47 @@ TEST_CASE("Gemma 4 per-layer shapes: head sizes, KV heads, K=V, double-wide FFN,
     }
     if (t.name == "per_layer_model_proj.weight") CHECK(t.type == "f16");
   }
+}
+
+// sized_weights sizes one layer per class (its shapes and the format rules that select it) and repeats it; with names
+// it sizes every tensor of the recipe one by one. Both must place to the same bytes, whatever the placement. Fails
+// when a class leaves out what decides a layer's tensors (e.g. without the rules, every layer would take the first
+// layer's types: Q4_K_M's use_more_bits layers would lose their q6_K).
+TEST_CASE("weights sized once per layer class equal the recipe sized tensor by tensor, for every catalog model and format",
+          "[weights][layer-class]") {
+  const auto& c = kvtest::catalog();
+  const EngineSpec& e = kvtest::engine();
+  auto same = [](const Figure& a, const Figure& b) { return a.bytes == b.bytes && a.unpadded == b.unpadded && a.high == b.high; };
+  int compared = 0;
+  for (const ModelSpec& m : c.models) {
+    if (sized_from_params(m) || !m.file_tensors.empty() || m.layers < 2) continue;
+    std::vector<Placement> placements{Placement::full(), Placement::for_request(m, m.layers / 2, std::nullopt)};
+    if (m.moe) placements.push_back(Placement::for_request(m, std::nullopt, m.layers / 3));
+    Placement split = Placement::full();
+    split.n_layer = m.layers;
+    split.split({1, 2});
+    placements.push_back(split);
+    for (const WeightFormat& f : c.weight_formats) {
+      if (!f.offered || f.base_type.empty() || !(f.native_only.empty() || f.native_only == m.native_expert_type)) continue;
+      for (const char* backend : {"cuda", "cpu"}) {
+        const BackendSpec& b = e.backend(backend);
+        const SizedWeights by_class = sized_weights(m, f, e, b, false), by_tensor = sized_weights(m, f, e, b, true);
+        for (const Placement& p : placements) {
+          INFO(m.id << " " << f.id << " " << backend << " first_gpu_layer " << p.first_gpu_layer << " cpu_moe " << p.cpu_moe_layers
+                    << " devices " << p.devices());
+          const WeightBytes x = placed_weights(by_class, m, e, b, p), y = placed_weights(by_tensor, m, e, b, p);
+          REQUIRE(same(x.device, y.device));
+          REQUIRE(same(x.host, y.host));
+          REQUIRE(x.per_device.size() == y.per_device.size());
+          for (size_t d = 0; d < x.per_device.size(); ++d) REQUIRE(same(x.per_device[d], y.per_device[d]));
+          REQUIRE(x.largest_host_matrix == y.largest_host_matrix);
+          REQUIRE(x.lookup_host == y.lookup_host);
+          REQUIRE(x.host_weights == y.host_weights);
+          REQUIRE(x.host_weights_digest == y.host_weights_digest);
+          ++compared;
+        }
+      }
+    }
+  }
+  CHECK(compared > 5000);
 }

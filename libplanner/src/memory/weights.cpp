@@ -188,32 +188,32 @@ void gemma4_layer_tensors(const ModelSpec& m, int il, Matrix&& matrix, Vec&& vec
 }
 
 // The tensors of a GGUF for `model` as llama.cpp's load_tensors creates them, each passed to `emit` in file
-// order. Norms, biases, sinks and the MoE router stay f32.
+// order (head(), layer(il) for every layer, tail()). Norms, biases, sinks and the MoE router stay f32.
 template <class Emit>
-void for_each_recipe_tensor(const ModelSpec& m, RecipeTyper& typer, Emit&& emit) {
-  // phi3 and chatglm store one attn_qkv and a fused gate|up in ffn_up (src/llama-model.cpp load_tensors)
-  const bool fused_qkv = m.arch == "phi3" || m.arch == "chatglm";
-  // gpt-oss (LLM_ARCH_OPENAI_MOE load_tensors) also has an attn_output bias, a router bias and per-expert biases
-  const bool moe_biases = m.arch == "gpt-oss";
-  // Gemma 4's MoE layers keep their dense FFN beside the experts (src/models/gemma4.cpp: "for expert layers, we use
-  // normal FFN as shared expert")
-  const bool gemma4 = m.arch == "gemma4";
-  const GgmlType& f32 = typer.lookup("f32");
-  auto matrix = [&](std::string_view base, int il, std::int64_t ne0, std::int64_t rows, bool host = false) {
-    emit(RecipeTensor{il, base, ".weight", typer(base, il, ne0), ne0, rows, host});
-  };
-  auto vec = [&](std::string_view base, int il, std::int64_t n, std::string_view suffix = ".weight") {
-    emit(RecipeTensor{il, base, suffix, f32, n, 1, false});
-  };
-  const std::int64_t embd = m.embd;
+class RecipeTensors {
+ public:
+  RecipeTensors(const ModelSpec& m, RecipeTyper& typer, Emit& emit)
+      : m_(m), typer_(typer), emit_(emit), f32_(typer.lookup("f32")),
+        // phi3 and chatglm store one attn_qkv and a fused gate|up in ffn_up (src/llama-model.cpp load_tensors)
+        fused_qkv_(m.arch == "phi3" || m.arch == "chatglm"),
+        // gpt-oss (LLM_ARCH_OPENAI_MOE load_tensors) also has an attn_output bias, a router bias and per-expert biases
+        moe_biases_(m.arch == "gpt-oss"),
+        // Gemma 4's MoE layers keep their dense FFN beside the experts (src/models/gemma4.cpp: "for expert layers, we
+        // use normal FFN as shared expert")
+        gemma4_(m.arch == "gemma4") {}
 
-  // src/llama-model.cpp load_tensors: dev_input is always the CPU, so token_embd stays in host memory.
-  matrix("token_embd", -1, embd, m.vocab, /*host=*/true);
-  if (gemma4) gemma4_model_tensors(m, typer, matrix, vec, emit);
-  for (int il = 0; il < m.layers; ++il) {
+  void head() {
+    // src/llama-model.cpp load_tensors: dev_input is always the CPU, so token_embd stays in host memory.
+    matrix("token_embd", -1, m_.embd, m_.vocab, /*host=*/true);
+    if (gemma4_) gemma4_model_tensors(m_, typer_, matrix_fn(), vec_fn(), emit_);
+  }
+
+  void layer(int il) {
+    const ModelSpec& m = m_;
+    const std::int64_t embd = m.embd;
     const AttentionWidths w = attention_widths(m, il);
     vec("attn_norm", il, embd);
-    if (fused_qkv) {
+    if (fused_qkv_) {
       matrix("attn_qkv", il, embd, w.q + w.k + w.v);
     } else {
       matrix("attn_q", il, embd, w.q);
@@ -231,50 +231,94 @@ void for_each_recipe_tensor(const ModelSpec& m, RecipeTyper& typer, Emit&& emit)
     }
     if (m.attn_sinks) vec("attn_sinks", il, m.heads);
     matrix("attn_output", il, w.o, embd);
-    if (moe_biases) vec("attn_output", il, embd, ".bias");
+    if (moe_biases_) vec("attn_output", il, embd, ".bias");
     if (m.post_norms) {
       vec("post_attention_norm", il, embd);
       vec("post_ffw_norm", il, embd);
     }
     vec("ffn_norm", il, embd);
     const bool moe_layer = m.is_moe_layer(il);
-    if (moe_layer) {  // else dense: leading layers (glm4-moe.cpp, deepseek2.cpp n_layer_dense_lead), Llama 4's interleave
-      const std::int64_t e = m.moe->experts, eff = m.moe->expert_ff;
-      emit(RecipeTensor{il, "ffn_gate_inp", ".weight", f32, embd, e, false});
-      const std::int64_t rows = checked_mul(eff, e, "expert_feed_forward_length x expert_count");
-      matrix("ffn_gate_exps", il, embd, rows);
-      matrix("ffn_up_exps", il, embd, rows);
-      matrix("ffn_down_exps", il, eff, checked_mul(embd, e, "embedding_length x expert_count"));
-      if (moe_biases) {
-        emit(RecipeTensor{il, "ffn_gate_inp", ".bias", f32, e, 1, false});
-        emit(RecipeTensor{il, "ffn_gate_exps", ".bias", f32, eff, e, false});
-        emit(RecipeTensor{il, "ffn_up_exps", ".bias", f32, eff, e, false});
-        emit(RecipeTensor{il, "ffn_down_exps", ".bias", f32, embd, e, false});
-      }
-      if (m.moe->shared_ff > 0) {
-        matrix("ffn_gate_shexp", il, embd, m.moe->shared_ff);
-        matrix("ffn_up_shexp", il, embd, m.moe->shared_ff);
-        matrix("ffn_down_shexp", il, m.moe->shared_ff, embd);
-      }
-    }
-    if (!moe_layer && fused_qkv) {
+    if (moe_layer) experts(il);  // else dense: leading layers (glm4-moe.cpp, deepseek2.cpp n_layer_dense_lead), Llama 4's interleave
+    if (!moe_layer && fused_qkv_) {
       matrix("ffn_up", il, embd, 2LL * m.ff);
       matrix("ffn_down", il, m.ff, embd);
-    } else if (!moe_layer || gemma4) {
+    } else if (!moe_layer || gemma4_) {
       matrix("ffn_gate", il, embd, m.ff_at(il));
       matrix("ffn_up", il, embd, m.ff_at(il));
       matrix("ffn_down", il, m.ff_at(il), embd);
     }
-    if (gemma4) gemma4_layer_tensors(m, il, matrix, vec);
+    if (gemma4_) gemma4_layer_tensors(m, il, matrix_fn(), vec_fn());
   }
-  vec("output_norm", -1, embd);
-  // A tied model duplicates token_embd as the output matrix on the GPU (TENSOR_DUPLICATED).
-  if (m.tied_embeddings) {
-    emit(RecipeTensor{-1, kTiedOutputCopy, "", typer("token_embd", -1, embd), embd, m.vocab, false});
-  } else {
-    matrix("output", -1, embd, m.vocab);
+
+  void tail() {
+    vec("output_norm", -1, m_.embd);
+    // A tied model duplicates token_embd as the output matrix on the GPU (TENSOR_DUPLICATED).
+    if (m_.tied_embeddings) {
+      emit_(RecipeTensor{-1, kTiedOutputCopy, "", typer_("token_embd", -1, m_.embd), m_.embd, m_.vocab, false});
+    } else {
+      matrix("output", -1, m_.embd, m_.vocab);
+    }
   }
+
+ private:
+  void matrix(std::string_view base, int il, std::int64_t ne0, std::int64_t rows, bool host = false) {
+    emit_(RecipeTensor{il, base, ".weight", typer_(base, il, ne0), ne0, rows, host});
+  }
+  void vec(std::string_view base, int il, std::int64_t n, std::string_view suffix = ".weight") {
+    emit_(RecipeTensor{il, base, suffix, f32_, n, 1, false});
+  }
+  auto matrix_fn() {
+    return [this](std::string_view base, int il, std::int64_t ne0, std::int64_t rows, bool host = false) { matrix(base, il, ne0, rows, host); };
+  }
+  auto vec_fn() {
+    return [this](std::string_view base, int il, std::int64_t n, std::string_view suffix = ".weight") { vec(base, il, n, suffix); };
+  }
+
+  void experts(int il) {
+    const std::int64_t embd = m_.embd, e = m_.moe->experts, eff = m_.moe->expert_ff;
+    emit_(RecipeTensor{il, "ffn_gate_inp", ".weight", f32_, embd, e, false});
+    const std::int64_t rows = checked_mul(eff, e, "expert_feed_forward_length x expert_count");
+    matrix("ffn_gate_exps", il, embd, rows);
+    matrix("ffn_up_exps", il, embd, rows);
+    matrix("ffn_down_exps", il, eff, checked_mul(embd, e, "embedding_length x expert_count"));
+    if (moe_biases_) {
+      emit_(RecipeTensor{il, "ffn_gate_inp", ".bias", f32_, e, 1, false});
+      emit_(RecipeTensor{il, "ffn_gate_exps", ".bias", f32_, eff, e, false});
+      emit_(RecipeTensor{il, "ffn_up_exps", ".bias", f32_, eff, e, false});
+      emit_(RecipeTensor{il, "ffn_down_exps", ".bias", f32_, embd, e, false});
+    }
+    if (m_.moe->shared_ff > 0) {
+      matrix("ffn_gate_shexp", il, embd, m_.moe->shared_ff);
+      matrix("ffn_up_shexp", il, embd, m_.moe->shared_ff);
+      matrix("ffn_down_shexp", il, m_.moe->shared_ff, embd);
+    }
+  }
+
+  const ModelSpec& m_;
+  RecipeTyper& typer_;
+  Emit& emit_;
+  const GgmlType& f32_;
+  const bool fused_qkv_, moe_biases_, gemma4_;
+};
+
+template <class Emit>
+void for_each_recipe_tensor(const ModelSpec& m, RecipeTyper& typer, Emit&& emit) {
+  RecipeTensors<Emit> recipe(m, typer, emit);
+  recipe.head();
+  for (int il = 0; il < m.layers; ++il) recipe.layer(il);
+  recipe.tail();
 }
+
+// What decides a recipe layer's tensors (RecipeTensors::layer): its shapes (sliding window, KV heads, FFN width, MoE)
+// and which of the format's rules select it (a tensor kind's type is the last selecting rule's that names it, or the
+// format's base type; the fallback for rows that do not divide depends on the shape). Layers of one class have the
+// same tensors but for their index: a model's layers mostly repeat (llama-quant's use_more_bits in a period of 3).
+struct LayerClass {
+  bool sliding = false, moe = false;
+  std::int64_t kv_heads = 0, ff = 0;
+  std::vector<char> selected;  // per format rule
+  bool operator==(const LayerClass&) const = default;
+};
 
 void check_has_recipe(const ModelSpec& m, const WeightFormat& format) {
   if (m.mla || m.recurrent)
@@ -468,65 +512,57 @@ WeightBytes weight_bytes_from_params(const ModelSpec& m, const WeightFormat& for
 }
 
 namespace {
-// A layer whose tensors equal an earlier layer's (names, types, shapes) gets that layer's parts and matrices again
-// under its own index: a model's layers mostly repeat, and the ranker sizes every offered format.
-template <class Keep>
-class LayerReuse {
+// The parts and matrices of the layers sized so far, one run per layer class (LayerClass): a later layer of the
+// same class gets them again under its own index instead of being typed and sized tensor by tensor.
+class LayerRepeats {
  public:
-  LayerReuse(SizedWeights& out, Keep& keep) : out_(out), keep_(keep) {}
+  explicit LayerRepeats(SizedWeights& out) : out_(out) {}
 
-  void add(const RecipeTensor& t) {
-    if (t.il != il_) flush();
-    if (t.il < 0) return keep_(t);
-    il_ = t.il;
-    pending_.push_back(t);
+  // Whether layer il repeats a class already sized (its parts and matrices then added); else size() must follow.
+  bool repeat(const ModelSpec& m, const WeightFormat& f, int il) {
+    fill_class(m, f, il);
+    for (const Run& run : runs_)
+      if (run.cls == scratch_) {
+        copy(run, il);
+        return true;
+      }
+    return false;
   }
-
-  void flush() {
-    if (pending_.empty()) return;
-    for (const Seen& seen : seen_)
-      if (same(seen.tensors, pending_)) return repeat(seen);
+  // Sizes layer il (of the class repeat() just worked out) with `emit_layer` and remembers its run.
+  template <class EmitLayer>
+  void size(EmitLayer&& emit_layer) {
     const size_t first_part = out_.parts.size(), first_matrix = out_.matrices.size();
-    for (const RecipeTensor& t : pending_) keep_(t);
-    if (seen_.size() < kRemembered)
-      seen_.push_back(Seen{pending_, first_part, first_matrix, out_.parts.size() - first_part, out_.matrices.size() - first_matrix});
-    pending_.clear();
+    emit_layer();
+    runs_.push_back({scratch_, first_part, out_.parts.size() - first_part, first_matrix, out_.matrices.size() - first_matrix});
   }
 
  private:
-  struct Seen {
-    std::vector<RecipeTensor> tensors;
-    size_t first_part, first_matrix, n_parts, n_matrices;
+  struct Run {
+    LayerClass cls;
+    size_t first_part, n_parts, first_matrix, n_matrices;
   };
-  static constexpr size_t kRemembered = 8;  // a period of up to 8 layer kinds (llama-quant's more_bits repeats in 3)
 
-  // The names come from the recipe's literals, so equal names are mostly the same characters: compared by address first.
-  static bool same_name(std::string_view a, std::string_view b) { return (a.data() == b.data() && a.size() == b.size()) || a == b; }
-  static bool same(const std::vector<RecipeTensor>& a, const std::vector<RecipeTensor>& b) {
-    if (a.size() != b.size()) return false;
-    for (size_t i = 0; i < a.size(); ++i)
-      if (&a[i].type != &b[i].type || a[i].ne0 != b[i].ne0 || a[i].nrows != b[i].nrows || a[i].on_host != b[i].on_host ||
-          !same_name(a[i].base, b[i].base) || !same_name(a[i].suffix, b[i].suffix))
-        return false;
-    return true;
+  void fill_class(const ModelSpec& m, const WeightFormat& f, int il) {
+    scratch_.sliding = m.is_sliding(il), scratch_.moe = m.is_moe_layer(il);
+    scratch_.kv_heads = m.kv_heads_per_layer.empty() ? m.kv_heads : m.kv_heads_per_layer.at(static_cast<size_t>(il));
+    scratch_.ff = m.ff_at(il);
+    scratch_.selected.clear();
+    for (const auto& r : f.rules) scratch_.selected.push_back(layer_selected(r, il, m.layers) ? 1 : 0);
   }
 
-  void repeat(const Seen& seen) {
-    const int shift = static_cast<int>(out_.matrices.size()) - static_cast<int>(seen.first_matrix);
-    for (size_t i = 0; i < seen.n_matrices; ++i) out_.matrices.push_back(out_.matrices[seen.first_matrix + i]);
-    for (size_t i = 0; i < seen.n_parts; ++i) {
-      SizedWeights::Part p = out_.parts[seen.first_part + i];
-      p.il = il_, p.first_matrix += shift;
+  void copy(const Run& run, int il) {
+    const int shift = static_cast<int>(out_.matrices.size()) - static_cast<int>(run.first_matrix);
+    for (size_t i = 0; i < run.n_matrices; ++i) out_.matrices.push_back(out_.matrices[run.first_matrix + i]);
+    for (size_t i = 0; i < run.n_parts; ++i) {
+      SizedWeights::Part p = out_.parts[run.first_part + i];
+      p.il = il, p.first_matrix += shift;
       out_.parts.push_back(p);
     }
-    pending_.clear();
   }
 
   SizedWeights& out_;
-  Keep& keep_;
-  int il_ = -1;
-  std::vector<RecipeTensor> pending_;
-  std::vector<Seen> seen_;
+  LayerClass scratch_;
+  std::vector<Run> runs_;
 };
 }  // namespace
 
@@ -608,9 +644,12 @@ SizedWeights sized_weights(const ModelSpec& m, const WeightFormat& format, const
     for_each_recipe_tensor(m, typer, keep_recipe);
     return out;
   }
-  LayerReuse layers(out, keep_recipe);
-  for_each_recipe_tensor(m, typer, [&](const RecipeTensor& t) { layers.add(t); });
-  layers.flush();
+  RecipeTensors<decltype(keep_recipe)> recipe(m, typer, keep_recipe);
+  LayerRepeats repeats(out);
+  recipe.head();
+  for (int il = 0; il < m.layers; ++il)
+    if (!repeats.repeat(m, format, il)) repeats.size([&] { recipe.layer(il); });
+  recipe.tail();
   return out;
 }
 
