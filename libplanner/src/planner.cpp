@@ -189,10 +189,14 @@ Option size_option(const Setup& s, const Candidate& c, const std::string& mode, 
   }
   ctx_found = ctx;
   at_cap = ctx == cap;
-  Option o = account(s, c, ctx > 0 ? ctx : static_cast<int>(std::min<long long>(cap, std::max<long long>(kMinCtx, static_cast<long long>(s.min_ctx) * slots))));
+  const int at = ctx > 0 ? ctx : static_cast<int>(std::min<long long>(cap, std::max<long long>(kMinCtx, static_cast<long long>(s.min_ctx) * slots)));
+  // llama.cpp's options without their allocation list (~200 are sized, 5 shown: dress_option lists them)
+  SpeedInputs speed;
+  Option o = s.own_memory ? account(s, c, at) : ranked_account(s, c, at, speed);
   score(s, c, o);
   set_placement(s, c, o);  // the launch lines' Resolved is built for the options shown (dress_option)
-  estimate_speed(s, c, o);
+  if (s.own_memory) estimate_speed(s, c, o);
+  else estimate_speed(s, c, o, speed);
   o.score = objective(s, o, mode == "max_context");
   return o;
 }
@@ -200,6 +204,7 @@ Option size_option(const Setup& s, const Candidate& c, const std::string& mode, 
 // What is said of an option the plan shows: its warnings, reason and launch lines. Only the options that are
 // printed get them (the mission sizes ~200 candidates and shows 5).
 void dress_option(const Setup& s, const Sized::Origin& origin, const std::string& mode, Option& o) {
+  if (!s.own_memory) o.allocations = account(s, *origin.candidate, o.ctx_size).allocations;  // ranked without them
   score(s, *origin.candidate, o, /*with_evidence=*/true);  // the same figures, now with their sentences
   const Resolved res = resolved_for(s, *origin.candidate, o);
   o.warnings = option_warnings(s, *origin.candidate, o, mode, origin.at_cap);

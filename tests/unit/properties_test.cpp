@@ -204,6 +204,61 @@ TEST_CASE("account: the allocations other than the weights, shared by the weight
   CHECK(compared > 100);
 }
 
+TEST_CASE("ranked_account: the pools and speed of an option without its allocation list equal account()'s") {
+  // size_option ranks ~200 options without listing their allocations; the options shown are listed by account().
+  // Both must give the same pools and the same speed. Requests: one GPU, two GPUs, Apple unified memory, the CPU
+  // backend, a draft model (its weights_host beside the main model's), and layers in RAM (kvplan's placements).
+  const Catalog& c = kvtest::catalog();
+  std::vector<Request> requests(6);
+  requests[0].gpu = "rtx4090", requests[0].model = "llama-3.1-8b-instruct";
+  requests[1].gpu = "rtx3090", requests[1].extra_gpus = {"rtx3060-12gb"}, requests[1].model = "qwen2.5-coder-32b";
+  requests[2].gpu = "m4max-128gb", requests[2].model = "qwen3-30b-a3b";
+  requests[3].gpu = "24GB", requests[3].backend = "cpu", requests[3].model = "gemma-3-4b-it";
+  requests[4].gpu = "rtx4090", requests[4].model = "qwen2.5-coder-32b", requests[4].model_draft = "qwen2.5-0.5b-instruct";
+  requests[5].gpu = "rtx3060-12gb", requests[5].model = "qwen3-30b-a3b", requests[5].model_draft = "qwen3-0.6b";
+  int compared = 0, in_ram = 0;
+  for (const Request& r : requests) {
+    const detail::Setup s = detail::resolve(c, r);
+    std::vector<detail::Candidate> candidates = detail::enumerate(s);
+    const size_t n = candidates.size();
+    for (size_t i = 0; s.auto_placement && i < n; i += 5)  // as plan() places them
+      if (auto placed = detail::offloaded(s, candidates[i], 16384)) candidates.push_back(*placed);
+    for (const int ctx : {4096, 32768}) {
+      for (size_t i = 0; i < candidates.size(); i += 3) {
+        const detail::Candidate& cand = candidates[i];
+        Option a = detail::account(s, cand, ctx);
+        const detail::SpeedInputs from_list = detail::speed_inputs(s, cand, a);
+        detail::SpeedInputs summed;
+        Option b = detail::ranked_account(s, cand, ctx, summed);
+        CAPTURE(r.model, r.gpu, ctx, cand.weights->id, cand.k, cand.v, cand.flash_attn, cand.placement.first_gpu_layer);
+        CHECK(b.allocations.empty());
+        REQUIRE(a.pools.size() == b.pools.size());
+        for (size_t k = 0; k < a.pools.size(); ++k) {
+          const PoolUsage &x = a.pools[k], &y = b.pools[k];
+          CHECK((x.pool == y.pool && x.allocations == y.allocations && x.allocations_high == y.allocations_high && x.total == y.total &&
+                 x.total_high == y.total_high && x.headroom == y.headroom));
+        }
+        REQUIRE(from_list.pools.size() == summed.pools.size());
+        for (size_t k = 0; k < summed.pools.size(); ++k) {
+          CHECK(from_list.pools[k].weights == summed.pools[k].weights);
+          CHECK(from_list.pools[k].weights_in_ram == summed.pools[k].weights_in_ram);
+          CHECK(from_list.pools[k].kv == summed.pools[k].kv);
+          in_ram += summed.pools[k].weights_in_ram > 0;
+        }
+        CHECK(from_list.main_weights == summed.main_weights);
+        CHECK(from_list.main_weights_on_devices == summed.main_weights_on_devices);
+        detail::estimate_speed(s, cand, a);
+        detail::estimate_speed(s, cand, b, summed);
+        CHECK((a.decode_tps == b.decode_tps && a.decode_tps_low == b.decode_tps_low && a.prefill_tps == b.prefill_tps &&
+               a.ttft_s == b.ttft_s && a.decode_relative == b.decode_relative && a.decode_bound == b.decode_bound));
+        ++compared;
+      }
+    }
+  }
+  CHECK(compared > 200);
+  CHECK(in_ram > 10);  // weights read from RAM were compared (the token_embd rows taken off)
+}
+
 TEST_CASE("largest_round_ctx: the ranking's round context equals the step search's answer, rounded") {
   // size_option's rounding of largest_fitting_ctx: below the cap, multiples of 1024 per slot from 2048 per slot on.
   const Catalog& c = kvtest::catalog();

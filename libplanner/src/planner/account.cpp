@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -283,7 +284,6 @@ void put_per_gpu(const Setup& s, const Candidate& c, const ContextShape& shape, 
 // The option's fields that follow from the candidate and the shape alone.
 Option option_header(const Setup& s, const Candidate& c, const ContextShape& shape, int ctx) {
   Option o;
-  o.allocations.reserve(16);
   o.weights = c.weights->id;
   o.ctx_size = ctx;
   o.ctx_per_slot = s.request.kv_unified ? shape.n_ctx : shape.n_ctx_seq;
@@ -342,28 +342,51 @@ bool is_main_weights(const char* component, const char* what) {
 }
 
 // The sums per pool of a llama.cpp candidate's allocations at ctx (without the main model's weights when
-// skip_weights), as sum_pools adds them: a figure of no pool counts in none.
+// skip_weights), as sum_pools adds them: a figure of no pool counts in none. With them what a token reads there
+// (the weights_host figures of host RAM as they are: ranked_account takes the token_embd rows off each).
 std::vector<Setup::PoolSums> pool_sums(const Setup& s, const Candidate& c, int ctx, bool skip_weights) {
   std::vector<Setup::PoolSums> sums(s.pools.size());
   const size_t device = s.pool_index(s.device_pool), host = s.pool_index(s.host_pool);  // most figures name these
   auto record = [&](const char* component, const char* what, const std::string& pool, const Figure& f) {
     if (skip_weights && is_main_weights(component, what)) return;
     const size_t i = &pool == &s.device_pool ? device : &pool == &s.host_pool ? host : s.pool_index(pool);
-    if (i < sums.size()) sums[i].add(f, what);
+    if (i >= sums.size()) return;
+    sums[i].add(f, what);
+    const bool in_ram = std::string_view(what) == "weights_host";
+    if (in_ram && s.pools[i].kind != "host") return;  // a device does not read host weights
+    sums[i].reads.add(what, f.bytes, 0);
+    sums[i].weights_in_ram += in_ram ? 1 : 0;
   };
   record_allocations(s, c, ctx, main_shape(s, c, ctx), record);
   return sums;
 }
 
-// The main model's weights as record_allocations puts them (a figure of 0 bytes is not recorded).
-void add_weights(const Setup& s, const Candidate& c, std::vector<Setup::PoolSums>& sums) {
-  auto add = [&](const std::string& pool, const Figure& f) {
-    if (const size_t i = s.pool_index(pool); f.bytes != 0 && i < sums.size()) sums[i].add(f, "weights");
+// The main model's weights as record_allocations puts them (a figure of 0 bytes is not recorded): put(pool, figure,
+// what) for each.
+template <class Put>
+void for_each_main_weights(const Setup& s, const Candidate& c, Put&& put) {
+  auto put_nonzero = [&](const std::string& pool, const Figure& f, const char* what) {
+    if (f.bytes != 0) put(pool, f, what);
   };
-  if (s.gpu_pools.size() <= 1) add(s.device_pool, c.weight_bytes.device);
+  if (s.gpu_pools.size() <= 1) put_nonzero(s.device_pool, c.weight_bytes.device, "weights");
   else
-    for (size_t d = 0; d < s.gpu_pools.size(); ++d) add(s.gpu_pools[d], c.weight_bytes.per_device.at(d));
-  add(s.host_pool, c.weight_bytes.host);
+    for (size_t d = 0; d < s.gpu_pools.size(); ++d) put_nonzero(s.gpu_pools[d], c.weight_bytes.per_device.at(d), "weights");
+  put_nonzero(s.host_pool, c.weight_bytes.host, "weights_host");
+}
+
+void add_weights(const Setup& s, const Candidate& c, std::vector<Setup::PoolSums>& sums) {
+  for_each_main_weights(s, c, [&](const std::string& pool, const Figure& f, const char* what) {
+    if (const size_t i = s.pool_index(pool); i < sums.size()) sums[i].add(f, what);
+  });
+}
+
+// The sums of the allocations other than the main weights: shared by the formats where they do not depend on them.
+const std::vector<Setup::PoolSums>& rest_sums(const Setup& s, const Candidate& c, int ctx, std::vector<Setup::PoolSums>& own) {
+  if (!rest_shared_by_formats(c)) return own = pool_sums(s, c, ctx, true);
+  const Setup::RestKey key = rest_key(s, c, ctx);
+  auto it = s.rest_memo.find(key);
+  if (it == s.rest_memo.end()) it = s.rest_memo.emplace(key, pool_sums(s, c, ctx, true)).first;
+  return it->second;
 }
 
 // The smallest headroom over the pools of a llama.cpp candidate at ctx (negative: it does not fit), without
@@ -372,16 +395,9 @@ void add_weights(const Setup& s, const Candidate& c, std::vector<Setup::PoolSums
 // where they do not depend on the format. The pools are summed as sum_pools does, with the same checks.
 // The tightest headroom at `ctx` over every pool, or over the devices only (not host RAM).
 Bytes headroom_at(const Setup& s, const Candidate& c, int ctx, bool devices_only = false) {
-  std::vector<Setup::PoolSums> sums;
-  if (rest_shared_by_formats(c)) {
-    const Setup::RestKey key = rest_key(s, c, ctx);
-    auto it = s.rest_memo.find(key);
-    if (it == s.rest_memo.end()) it = s.rest_memo.emplace(key, pool_sums(s, c, ctx, true)).first;
-    sums = it->second;
-    add_weights(s, c, sums);
-  } else {
-    sums = pool_sums(s, c, ctx, false);
-  }
+  std::vector<Setup::PoolSums> own;
+  std::vector<Setup::PoolSums> sums = rest_sums(s, c, ctx, own);
+  add_weights(s, c, sums);
   Bytes least = std::numeric_limits<Bytes>::max();
   for (size_t i = 0; i < s.pools.size(); ++i) {
     if (devices_only && s.pools[i].kind == "host") continue;
@@ -430,6 +446,7 @@ Option account(const Setup& s, const Candidate& c, int ctx) {
   if (s.own_memory) return account_runtime(s, c, ctx);
   const ContextShape shape = main_shape(s, c, ctx);
   Option o = option_header(s, c, shape, ctx);
+  o.allocations.reserve(16);
   const bool shared = rest_shared_by_formats(c);
   const Setup::RestKey key = rest_key(s, c, ctx);
   auto found = shared ? s.rest_allocations_memo.find(key) : s.rest_allocations_memo.end();
@@ -455,6 +472,43 @@ Option account(const Setup& s, const Candidate& c, int ctx) {
   return o;
 }
 
+
+Option ranked_account(const Setup& s, const Candidate& c, int ctx, SpeedInputs& speed) {
+  if (s.own_memory) throw std::logic_error("ranked_account: an engine that sizes its own memory has no pool sums");
+  std::vector<Setup::PoolSums> own;
+  const std::vector<Setup::PoolSums>& rest = rest_sums(s, c, ctx, own);
+  const Bytes lookup = c.weight_bytes.lookup_host;
+  // each weights_host figure is less the token_embd rows on its own (speed_inputs): a pool's sum of several cannot be
+  if (std::any_of(rest.begin(), rest.end(), [](const Setup::PoolSums& p) { return p.weights_in_ram > 1; })) {
+    Option o = account(s, c, ctx);
+    speed = speed_inputs(s, c, o);
+    o.allocations.clear();
+    return o;
+  }
+  std::vector<Setup::PoolSums> sums = rest;
+  for (auto& p : sums) p.reads.weights_in_ram = std::max<Bytes>(0, p.reads.weights_in_ram - (p.weights_in_ram ? lookup : 0));
+  speed = SpeedInputs{};
+  for_each_main_weights(s, c, [&](const std::string& pool, const Figure& f, const char* what) {
+    speed.main_weights += f.bytes;
+    if (std::string_view(what) == "weights") speed.main_weights_on_devices += f.bytes;
+    const size_t i = s.pool_index(pool);
+    if (i >= sums.size()) return;
+    sums[i].add(f, what);
+    if (std::string_view(what) != "weights_host" || s.pools[i].kind == "host") sums[i].reads.add(what, f.bytes, lookup);
+  });
+  const ContextShape shape = main_shape(s, c, ctx);
+  Option o = option_header(s, c, shape, ctx);
+  o.pools.reserve(s.pools.size());
+  speed.pools.reserve(s.pools.size());
+  for (size_t i = 0; i < s.pools.size(); ++i) {
+    PoolUsage u;
+    u.pool = s.pools[i].id;
+    u.allocations = sums[i].bytes, u.allocations_high = sums[i].high;
+    o.pools.push_back(pool_usage(s.pools[i], u));
+    speed.pools.push_back(sums[i].reads);
+  }
+  return o;
+}
 
 // The largest context (a multiple of 256, at most `cap`) at which the option fits; 0 if none. Memory grows
 // almost linearly with the context: after the cap and one step, last_fitting's linear guess (four probes instead

@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <unordered_map>
 #include <vector>
@@ -73,6 +74,19 @@ struct ComputeMemo {
   std::unordered_map<FlatKey<4, 0>, SizedWeights, FlatKeyHash> sized;
   // The reserve-graph cut that last held per model (compute_bytes' cut_hint): a hybrid's holds at twice its period.
   std::unordered_map<const ModelSpec*, int> cut_hints;
+};
+
+// What one decoded token reads from a pool (speed.cpp): the weights there, those in RAM less the token_embd rows
+// (only looked up, a row per token), and the KV cache of every conversation.
+struct TokenReads {
+  Bytes weights = 0, weights_in_ram = 0, kv = 0;
+  // One allocation of kind `what` (weights, weights_host, k_cache ...; others read nothing per token).
+  void add(std::string_view what, Bytes bytes, Bytes lookup);
+};
+// The speed estimate's inputs: per pool what a token reads, and the main model's weights (all, and on the devices).
+struct SpeedInputs {
+  std::vector<TokenReads> pools;
+  Bytes main_weights = 0, main_weights_on_devices = 0;
 };
 
 // Everything about the request that does not depend on the option.
@@ -144,6 +158,8 @@ struct Setup {
   // A pool's sums of a candidate's allocations (typical and upper bound), as sum_pools adds them.
   struct PoolSums {
     Bytes bytes = 0, high = 0;
+    TokenReads reads;  // of the allocations other than the main weights (ranked_account adds those)
+    int weights_in_ram = 0;  // how many weights_host figures `reads` holds: each is less the token_embd rows on its own
     void add(const Figure& f, const char* what) { bytes = checked_add(bytes, f.bytes, what), high = checked_add(high, f.high, what); }
   };
   // The pools' sums of every allocation but the main model's weights, per (K and V types, flash attention, context),
@@ -253,6 +269,10 @@ bool weights_exceed_room(const Catalog& c, const ModelSpec& m, Bytes room);
 
 // ---- account.cpp: every allocation of one candidate at one context, pool by pool ----
 Option account(const Setup& s, const Candidate& c, int ctx);
+// The same option as the ranking weighs it, without the allocation list (only the options shown need it:
+// dress_option): its pools summed as account() sums them, and the speed estimate's inputs. llama.cpp's memory model
+// only (not an engine that sizes its own memory).
+Option ranked_account(const Setup& s, const Candidate& c, int ctx, SpeedInputs& speed);
 // The tightest headroom of the GPU(s) alone at `ctx`, whatever host RAM says (llama.cpp's own memory model only;
 // negative: they do not hold it).
 Bytes devices_headroom(const Setup& s, const Candidate& c, int ctx);
@@ -289,7 +309,10 @@ std::vector<Suggestion> suggestions_for(const Setup& s, const Plan& plan);
 Plan plan_sharing(const Catalog& catalog, const Request& request, const std::shared_ptr<ComputeMemo>& memo);
 
 // ---- speed.cpp: decode and prefill estimates ----
+// From the option's allocations, or from inputs summed without them (ranked_account).
 void estimate_speed(const Setup& s, const Candidate& c, Option& o);
+void estimate_speed(const Setup& s, const Candidate& c, Option& o, const SpeedInputs& in);
+SpeedInputs speed_inputs(const Setup& s, const Candidate& c, const Option& o);
 
 // ---- score.cpp: the quality prior's view of an option ----
 const std::string& prior_name(const Setup& s, const std::string& id, bool k_role);

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
@@ -30,23 +31,16 @@ int kv_sequences(const Setup& s) {
 // bandwidth, the pools one after another (layers run in order). Bandwidth efficiency 0.75 typical, 0.55 low:
 // llama.cpp reaches about 0.77 of an RTX 3090's 936 GB/s on Llama-3-8B Q4_0 at batch 1 (155 t/s,
 // ggml-org/llama.cpp#15802). token_embd is a row lookup, not read.
-void estimate_decode(const Setup& s, const Candidate& c, Option& o) {
-  const double lookup = static_cast<double>(c.weight_bytes.lookup_host);  // token_embd in RAM: a row per token
+void estimate_decode(const Setup& s, const SpeedInputs& in, Option& o) {
   const double active = active_fraction(*s.model);
   double seconds = 0, worst = 0;
   bool known = true;
   double device_bytes = 0, host_bytes = 0;
-  for (const auto& pool : s.pools) {
-    double bytes = 0;
-    for (const auto& a : o.allocations) {
-      if (a.pool != pool.id) continue;
-      if (a.what == "weights") bytes += static_cast<double>(a.figure.bytes) * active;
-      else if (a.what == "weights_host" && pool.kind == "host") {
-        // RAM-resident layers are read by the CPU; token_embd (the input layer) is only looked up
-        bytes += std::max(0.0, static_cast<double>(a.figure.bytes) - lookup) * active;
-      } else if (a.what == "k_cache" || a.what == "v_cache" || a.what == "swa_k_cache" || a.what == "swa_v_cache" || a.what == "state")
-        bytes += static_cast<double>(a.figure.bytes) / kv_sequences(s);  // one conversation's cache
-    }
+  for (size_t i = 0; i < s.pools.size(); ++i) {
+    const Pool& pool = s.pools[i];
+    const TokenReads& r = in.pools[i];
+    const double bytes = static_cast<double>(checked_add(r.weights, r.weights_in_ram, "weights read")) * active +
+                         static_cast<double>(r.kv) / kv_sequences(s);  // one conversation's cache
     if (bytes <= 0) continue;
     (pool.kind == "host" ? host_bytes : device_bytes) += bytes;
     const double bw = s.pool_bandwidth.count(pool.id) ? s.pool_bandwidth.at(pool.id) : 0;
@@ -76,15 +70,10 @@ void estimate_decode(const Setup& s, const Candidate& c, Option& o) {
 // (4 · n_layer · n_head · head_dim · ctx / 2), on the GPUs at 0.8 of their FP16 tensor throughput
 // (RTX 3090 pp2048 Q6_K: 3491 t/s, ggml-org/llama.cpp#7860; RTX 4090 pp512 Q4_0: 10358 t/s, #7676).
 // Weights in RAM are computed on the GPU too (op offload), after a PCIe copy per ubatch (25 GB/s).
-void estimate_prefill(const Setup& s, const Candidate& c, Option& o) {
+void estimate_prefill(const Setup& s, const Candidate& c, const SpeedInputs& in, Option& o) {
   const ModelSpec& m = *s.model;
   const double active = active_fraction(m);
-  Bytes weights_all = 0, weights_gpu = 0;
-  for (const auto& a : o.allocations) {
-    if (a.component != "main" || (a.what != "weights" && a.what != "weights_host")) continue;
-    weights_all += a.figure.bytes;
-    if (a.what == "weights") weights_gpu += a.figure.bytes;
-  }
+  const Bytes weights_all = in.main_weights, weights_gpu = in.main_weights_on_devices;
   const Bytes weights_host_matmul =
       c.placement.host_matmuls() ? std::max<Bytes>(0, weights_all - weights_gpu - c.weight_bytes.lookup_host) : 0;
   double tflops = 0;  // the GPUs work one after another: the slowest one's throughput, a lower bound
@@ -101,9 +90,33 @@ void estimate_prefill(const Setup& s, const Candidate& c, Option& o) {
 
 }  // namespace
 
-void estimate_speed(const Setup& s, const Candidate& c, Option& o) {
-  estimate_decode(s, c, o);
-  if (o.decode_tps > 0) estimate_prefill(s, c, o);  // as before: no prefill figure where decode has none
+void TokenReads::add(std::string_view what, Bytes bytes, Bytes lookup) {
+  if (what == "weights") weights = checked_add(weights, bytes, "weights read");
+  else if (what == "weights_host") weights_in_ram = checked_add(weights_in_ram, std::max<Bytes>(0, bytes - lookup), "weights read");
+  else if (what == "k_cache" || what == "v_cache" || what == "swa_k_cache" || what == "swa_v_cache" || what == "state")
+    kv = checked_add(kv, bytes, "KV read");
 }
+
+SpeedInputs speed_inputs(const Setup& s, const Candidate& c, const Option& o) {
+  SpeedInputs in;
+  in.pools.resize(s.pools.size());
+  for (const auto& a : o.allocations) {
+    const size_t i = s.pool_index(a.pool);
+    // RAM-resident layers are read by the CPU; token_embd (the input layer) is only looked up
+    if (i < s.pools.size() && (a.what != "weights_host" || s.pools[i].kind == "host"))
+      in.pools[i].add(a.what, a.figure.bytes, c.weight_bytes.lookup_host);
+    if (a.component != "main" || (a.what != "weights" && a.what != "weights_host")) continue;
+    in.main_weights += a.figure.bytes;
+    if (a.what == "weights") in.main_weights_on_devices += a.figure.bytes;
+  }
+  return in;
+}
+
+void estimate_speed(const Setup& s, const Candidate& c, Option& o, const SpeedInputs& in) {
+  estimate_decode(s, in, o);
+  if (o.decode_tps > 0) estimate_prefill(s, c, in, o);  // as before: no prefill figure where decode has none
+}
+
+void estimate_speed(const Setup& s, const Candidate& c, Option& o) { estimate_speed(s, c, o, speed_inputs(s, c, o)); }
 
 }  // namespace kvplan::detail
