@@ -134,7 +134,10 @@ struct Sized {
   };
   std::vector<Option> fitting, failing;
   std::vector<Origin> fitting_origins, failing_origins;
-  void add(Option o, int ctx, const Candidate& c, bool at_cap) {
+  void reserve(size_t n) {  // the options are large: moved once each, not again as the lists grow
+    fitting.reserve(n), failing.reserve(n), fitting_origins.reserve(n), failing_origins.reserve(n);
+  }
+  void add(Option&& o, int ctx, const Candidate& c, bool at_cap) {
     if (o.fits() && ctx > 0) {
       fitting.push_back(std::move(o));
       fitting_origins.push_back({&c, at_cap});
@@ -365,6 +368,7 @@ Plan detail::plan_sharing(const Catalog& catalog, const Request& request, const 
   // In 64 bits, then capped at 2^30 tokens in all (llama.cpp's n_ctx is 32-bit; 256 slots x 10M tokens overflowed).
   const int cap = static_cast<int>(std::min<long long>(1LL << 30, static_cast<long long>(slots) * (out.mode == "max_context" ? s.ctx_allowed : s.target_ctx)));
   Sized sized;
+  sized.reserve(candidates.size());
   ContextSearches searches;
   std::vector<int> reached(candidates.size());  // the context each reaches on the GPU (0: does not fit)
   for (size_t i = 0; i < candidates.size(); ++i) {

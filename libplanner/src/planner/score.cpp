@@ -40,21 +40,36 @@ double weights_bpw(const ModelSpec& m, const WeightBytes& w) {
          static_cast<double>(m.params);
 }
 
-void score(const Setup& s, const Candidate& c, Option& o, bool with_evidence) {
+namespace {
+priors::QualityInput quality_input(const Setup& s, const Candidate& c, const Option& o, const Setup::ScoreCell& cell) {
   priors::QualityInput in;
   in.model = s.model;
   in.weights = c.weights;
   in.weights_bpw = weights_bpw(*s.model, c.weight_bytes);
-  in.type_k = prior_name(s, c.k, true);
-  in.type_v = prior_name(s, c.v, false);
+  in.type_k = cell.type_k;
+  in.type_v = cell.type_v;
+  in.k_sensitivity = cell.k;
+  in.v_sensitivity = cell.v;
   in.ctx = o.ctx_per_slot;
-  in.rotation = uses_rotation(s, c.k, c.v);
+  in.rotation = cell.rotation;
   in.task = s.task;
-  const Setup::CellKey key{in.type_k, in.type_v, in.rotation};
-  auto it = s.cell_memo.find(key);
-  if (it == s.cell_memo.end()) it = s.cell_memo.emplace(key, priors::cell_evidence(s.catalog->prior, in)).first;
-  o.quality = priors::assess(s.catalog->prior, in, &it->second, with_evidence);
+  return in;
 }
+}  // namespace
 
+void score(const Setup& s, const Candidate& c, Option& o, bool with_evidence) {
+  auto it = s.score_cells.find({c.k, c.v});
+  if (it == s.score_cells.end()) {
+    Setup::ScoreCell cell;
+    cell.type_k = prior_name(s, c.k, true);
+    cell.type_v = prior_name(s, c.v, false);
+    cell.rotation = uses_rotation(s, c.k, c.v);
+    cell.k = &s.catalog->prior.type(cell.type_k);
+    cell.v = &s.catalog->prior.type(cell.type_v);
+    it = s.score_cells.emplace(std::make_pair(c.k, c.v), std::move(cell)).first;
+    it->second.evidence = priors::cell_evidence(s.catalog->prior, quality_input(s, c, o, it->second));
+  }
+  o.quality = priors::assess(s.catalog->prior, quality_input(s, c, o, it->second), &it->second.evidence, with_evidence);
+}
 
 }  // namespace kvplan::detail

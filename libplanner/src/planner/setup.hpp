@@ -138,9 +138,16 @@ struct Setup {
     if (it == layers_memo.end()) it = layers_memo.emplace(&m, layer_caches(m, *engine)).first;
     return it->second;
   }
-  // What the measurements say of each (K, V, rotation) cell: the same for every weight format and context.
-  using CellKey = std::tuple<std::string, std::string, bool>;
-  mutable std::map<CellKey, priors::CellEvidence> cell_memo;
+  // Each (K, V) pair of the engine's cache types as the prior sees it, and what the measurements say of its cell:
+  // the same for every weight format and context (score.cpp).
+  struct ScoreCell {
+    std::string type_k, type_v;  // the prior's names in their roles
+    bool rotation = false;
+    const TypeSensitivity* k = nullptr;
+    const TypeSensitivity* v = nullptr;
+    priors::CellEvidence evidence;
+  };
+  mutable std::map<std::pair<std::string, std::string>, ScoreCell> score_cells;
   // Weight bytes per (format, placement): the placement search asks for the same layers' split once per K/V pair.
   using WeightsKey = std::tuple<const WeightFormat*, int, int, bool>;
   mutable std::map<WeightsKey, WeightBytes> weights_memo;

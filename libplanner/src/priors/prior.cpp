@@ -141,9 +141,19 @@ bool family_covers(const PriorParams& p, const FamilyFactor& fam, const TypeSens
 }
 }  // namespace
 
+namespace {
+// The input's cache types as the prior describes them (looked up by name unless the caller passed them).
+const TypeSensitivity& k_sensitivity(const PriorParams& p, const QualityInput& in) {
+  return in.k_sensitivity ? *in.k_sensitivity : p.type(in.type_k);
+}
+const TypeSensitivity& v_sensitivity(const PriorParams& p, const QualityInput& in) {
+  return in.v_sensitivity ? *in.v_sensitivity : p.type(in.type_v);
+}
+}  // namespace
+
 KvParts kv_parts(const PriorParams& p, const QualityInput& in) {
-  const TypeSensitivity& k = p.type(in.type_k);
-  const TypeSensitivity& v = p.type(in.type_v);
+  const TypeSensitivity& k = k_sensitivity(p, in);
+  const TypeSensitivity& v = v_sensitivity(p, in);
   const double n_b = params_b(*in.model);
   const bool rot_k = k.always_rotated() || in.rotation;
   const FamilyFactor* fam = p.family(in.model->family);
@@ -187,7 +197,7 @@ Risk risk_band(const PriorParams& p, double loss) {
 }
 
 CellEvidence cell_evidence(const PriorParams& p, const QualityInput& in) {
-  const bool rot_k = p.type(in.type_k).always_rotated() || in.rotation;
+  const bool rot_k = k_sensitivity(p, in).always_rotated() || in.rotation;
   CellEvidence out;
   // The user's own rows cover their model; otherwise a cell no fitted row measures is bounded by its analogs.
   if (!p.calibration(in.model->id)) out.bounds = evidence_bounds(p, in, rot_k);
@@ -198,8 +208,8 @@ CellEvidence cell_evidence(const PriorParams& p, const QualityInput& in) {
 Quality assess(const PriorParams& p, const QualityInput& in, const CellEvidence* cell, bool with_evidence) {
   const ModelSpec& m = *in.model;
   const double n_b = params_b(m);
-  const TypeSensitivity& k = p.type(in.type_k);
-  const TypeSensitivity& v = p.type(in.type_v);
+  const TypeSensitivity& k = k_sensitivity(p, in);
+  const TypeSensitivity& v = v_sensitivity(p, in);
   const ModelCalibration* cal = p.calibration(m.id);
   const bool rot_k = k.always_rotated() || in.rotation;
   const CellEvidence own = cell ? CellEvidence{} : cell_evidence(p, in);
@@ -218,7 +228,6 @@ Quality assess(const PriorParams& p, const QualityInput& in, const CellEvidence*
   double kv_low = q.kv_loss * lo, kv_high = q.kv_loss * hi;
   const EvidenceBounds& bounds = known.bounds;
   q.extrapolated = bounds.extrapolated;
-  q.analogs = bounds.analogs;
   // The estimate itself stays the prior's, so that its orderings hold in every cell (more bits, rotation, K over V);
   // the band spans what the analogs say of the prior, widened by its interval.
   if (bounds.extrapolated && !bounds.analogs.empty()) {
@@ -232,6 +241,7 @@ Quality assess(const PriorParams& p, const QualityInput& in, const CellEvidence*
   q.high = q.weights_loss * kWeightsSpread + q.task_factor * w * kv_high;
   q.risk = risk_band(p, q.expected_loss);
   if (!with_evidence) return q;
+  q.analogs = bounds.analogs;
 
   // The evidence each part rests on: the user's own measurements, the closest published measurement, then the
   // general findings that apply.

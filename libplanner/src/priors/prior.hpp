@@ -14,6 +14,9 @@ struct QualityInput {
   const WeightFormat* weights = nullptr;
   double weights_bpw = 16;   // bits per weight of this model in this format
   std::string type_k, type_v;
+  // prior.type(type_k) and prior.type(type_v) when the caller has them (nullptr: looked up by name)
+  const TypeSensitivity* k_sensitivity = nullptr;
+  const TypeSensitivity* v_sensitivity = nullptr;
   int ctx = 0;
   bool rotation = false;     // the engine rotates quantized K/V for this model (build rule kv_rotation)
   const TaskProfile* task = nullptr;
@@ -49,8 +52,8 @@ struct CellEvidence {
 CellEvidence cell_evidence(const PriorParams& prior, const QualityInput& in);
 
 // `cell`: cell_evidence(prior, in) when the caller has it (nullptr: worked out here).
-// with_evidence false: the figures only (the ranker sizes ~200 candidates and prints five; their sentences are
-// written for the printed ones).
+// with_evidence false: the figures only (the ranker sizes ~200 candidates and prints five; their sentences and the
+// ids of the analogs that bound them are written for the printed ones).
 Quality assess(const PriorParams& prior, const QualityInput& in, const CellEvidence* cell = nullptr, bool with_evidence = true);
 Risk risk_band(const PriorParams& prior, double loss);
 
