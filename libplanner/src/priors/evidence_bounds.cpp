@@ -38,22 +38,27 @@ struct Cell {
   const PriorParams& p;
   const TypeSensitivity& k;
   const TypeSensitivity& v;
+  const std::string& family;
   bool rot_k;
   bool rotation_matters() const { return priors::rotation_matters(k); }
-  // a row's family is the cell's (own_family), its K and V types are ak, av (PriorParams::type_at, once per row)
-  bool k_covered_by(const AnalogRow& a, bool own_family, const TypeSensitivity* ak) const {
-    return own_family && ak == &k && (!rotation_matters() || a.rot_k == rot_k);
+  // the row's type is the cell's: by index where the loader set one (a cell reads every row), else by name
+  bool same_type(int index, const std::string& name, const TypeSensitivity& t) const {
+    return index >= 0 ? static_cast<size_t>(index) < p.types.size() && &p.types[static_cast<size_t>(index)] == &t : name == t.type;
   }
-  bool v_covered_by(bool own_family, const TypeSensitivity* av) const { return own_family && av == &v; }
+  bool k_covered_by(const AnalogRow& a) const {
+    return same_type(a.k_index, a.k_type, k) && (!rotation_matters() || a.rot_k == rot_k) && a.family == family;
+  }
+  bool v_covered_by(const AnalogRow& a) const { return same_type(a.v_index, a.v_type, v) && a.family == family; }
   // tier 0: the same codebooks on this family or on one without its own factor; 1: this family, any codebook of
   // the same bit class; 2: the same codebooks on any family (a family with its own factor is a proxy of last resort)
-  bool analog(const AnalogRow& a, bool own_family, const TypeSensitivity* ak, const TypeSensitivity* av, int tier) const {
+  // ak, av: the row's K and V types (PriorParams::type_at), looked up once per row
+  bool analog(const AnalogRow& a, const TypeSensitivity* ak, const TypeSensitivity* av, int tier) const {
     if (!ak || !av || a.loss < 0) return false;
     if (rotation_matters() && a.rot_k != rot_k) return false;
     const bool any_codebook = tier == 1;
     if (!same_kind(k, *ak, true, any_codebook) || !same_kind(v, *av, false, any_codebook)) return false;
-    if (tier == 0) return own_family || !a.own_factor;
-    if (tier == 1) return own_family;
+    if (tier == 0) return a.family == family || !a.own_factor;
+    if (tier == 1) return a.family == family;
     return true;
   }
 };
@@ -65,42 +70,36 @@ EvidenceBounds evidence_bounds(const PriorParams& p, const QualityInput& in, boo
   const TypeSensitivity& v = p.type(in.type_v);
   EvidenceBounds out;
   if (!k.quantized() && !v.quantized()) return out;
-  const Cell cell{p, k, v, rot_k};
-  // Each row's types, by the indices index_types() set when the prior was built (the last step of loading it; the
-  // names are checked there), not by name, and whether it measured this family: a cell reads every row.
-  auto type_of = [&](int index, const std::string& name) {
-    return index >= 0 && static_cast<size_t>(index) < p.types.size() ? &p.types[static_cast<size_t>(index)] : p.type_at(index, name);
-  };
-  struct Row {
-    const TypeSensitivity* k;
-    const TypeSensitivity* v;
-    bool own_family;
-  };
-  std::vector<Row> rows;
-  rows.reserve(p.analogs.size());
+  const Cell cell{p, k, v, in.model->family, rot_k};
   bool k_covered = !k.quantized(), v_covered = !v.quantized();
   for (const auto& a : p.analogs) {
-    rows.push_back({type_of(a.k_index, a.k_type), type_of(a.v_index, a.v_type), a.family == in.model->family});
-    k_covered = k_covered || cell.k_covered_by(a, rows.back().own_family, rows.back().k);
-    v_covered = v_covered || cell.v_covered_by(rows.back().own_family, rows.back().v);
+    if (k_covered && v_covered) break;
+    k_covered = k_covered || cell.k_covered_by(a);
+    v_covered = v_covered || cell.v_covered_by(a);
   }
   if (k_covered && v_covered) return out;
   out.extrapolated = true;
 
   // Each analog says how far off the prior was on its own cell (measured / predicted there).
+  std::vector<std::pair<const TypeSensitivity*, const TypeSensitivity*>> types;
+  types.reserve(p.analogs.size());
+  // by the indices index_types() set when the prior was built (the last step of loading it; the names are checked
+  // there), not by name: a cell reads every row
+  auto type_of = [&](int index, const std::string& name) {
+    return index >= 0 && static_cast<size_t>(index) < p.types.size() ? &p.types[static_cast<size_t>(index)] : p.type_at(index, name);
+  };
+  for (const auto& a : p.analogs) types.emplace_back(type_of(a.k_index, a.k_type), type_of(a.v_index, a.v_type));
   double lo = INFINITY, hi = 0;
   for (int pass = 0; pass < 2 && out.analogs.empty(); ++pass) {
     for (size_t i = 0; i < p.analogs.size(); ++i) {
       const AnalogRow& a = p.analogs[i];
-      const Row& r = rows[i];
+      const auto [ak, av] = types[i];
       if (a.predicted <= 0) continue;
-      if (!(pass == 0 ? cell.analog(a, r.own_family, r.k, r.v, 0) || cell.analog(a, r.own_family, r.k, r.v, 1)
-                      : cell.analog(a, r.own_family, r.k, r.v, 2)))
-        continue;
+      if (!(pass == 0 ? cell.analog(a, ak, av, 0) || cell.analog(a, ak, av, 1) : cell.analog(a, ak, av, 2))) continue;
       const double ratio = a.loss / a.predicted;
       hi = std::max(hi, ratio);
       if (!a.upper) lo = std::min(lo, ratio);
-      out.analogs.push_back(a.id);
+      out.analogs.push_back(&a);
     }
   }
   out.lo = std::isfinite(lo) ? std::min(lo, hi) : 0;

@@ -89,7 +89,7 @@ std::string extrapolation_sentence(const PriorParams& p, const QualityInput& in,
   if (b.analogs.empty())
     return "Extrapolated: no measurement of " + cell + " nor of anything alike; the band is the prior's interval twice over";
   std::string ids;
-  for (size_t i = 0; i < b.analogs.size() && i < 6; ++i) ids += (i ? ", " : "") + b.analogs[i];
+  for (size_t i = 0; i < b.analogs.size() && i < 6; ++i) ids += (i ? ", " : "") + b.analogs[i]->id;
   if (b.analogs.size() > 6) ids += fmt::format(" and {} more", b.analogs.size() - 6);
   return fmt::format("Extrapolated: no measurement of {}; the band spans what its nearest measured analogs say of the prior "
                      "(they measured x{:.2g} .. x{:.2g} its estimate; data/priors/measurements.csv rows {})", cell, b.lo, b.hi, ids);
@@ -241,7 +241,8 @@ Quality assess(const PriorParams& p, const QualityInput& in, const CellEvidence*
   q.high = q.weights_loss * kWeightsSpread + q.task_factor * w * kv_high;
   q.risk = risk_band(p, q.expected_loss);
   if (!with_evidence) return q;
-  q.analogs = bounds.analogs;
+  q.analogs.reserve(bounds.analogs.size());
+  for (const AnalogRow* a : bounds.analogs) q.analogs.push_back(a->id);
 
   // The evidence each part rests on: the user's own measurements, the closest published measurement, then the
   // general findings that apply.

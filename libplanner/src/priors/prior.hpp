@@ -34,7 +34,7 @@ struct KvParts {
 struct EvidenceBounds {
   bool extrapolated = false;
   double lo = 0, hi = 0;             // ratios; meaningful when analogs is not empty
-  std::vector<std::string> analogs;  // measurements.csv ids
+  std::vector<const AnalogRow*> analogs;  // the prior's rows (their ids name measurements.csv rows)
 };
 EvidenceBounds evidence_bounds(const PriorParams& prior, const QualityInput& in, bool rot_k);
 
