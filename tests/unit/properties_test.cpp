@@ -207,15 +207,17 @@ TEST_CASE("account: the allocations other than the weights, shared by the weight
 TEST_CASE("ranked_account: the pools and speed of an option without its allocation list equal account()'s") {
   // size_option ranks ~200 options without listing their allocations; the options shown are listed by account().
   // Both must give the same pools and the same speed. Requests: one GPU, two GPUs, Apple unified memory, the CPU
-  // backend, a draft model (its weights_host beside the main model's), and layers in RAM (kvplan's placements).
+  // backend, a draft model (its weights_host beside the main model's), and layers or experts in RAM (kvplan's
+  // placements: their rest is shared by placements with the same KV split and host copies, placed_rest_key).
   const Catalog& c = kvtest::catalog();
-  std::vector<Request> requests(6);
+  std::vector<Request> requests(7);
   requests[0].gpu = "rtx4090", requests[0].model = "llama-3.1-8b-instruct";
   requests[1].gpu = "rtx3090", requests[1].extra_gpus = {"rtx3060-12gb"}, requests[1].model = "qwen2.5-coder-32b";
   requests[2].gpu = "m4max-128gb", requests[2].model = "qwen3-30b-a3b";
   requests[3].gpu = "24GB", requests[3].backend = "cpu", requests[3].model = "gemma-3-4b-it";
   requests[4].gpu = "rtx4090", requests[4].model = "qwen2.5-coder-32b", requests[4].model_draft = "qwen2.5-0.5b-instruct";
   requests[5].gpu = "rtx3060-12gb", requests[5].model = "qwen3-30b-a3b", requests[5].model_draft = "qwen3-0.6b";
+  requests[6].gpu = "6GB", requests[6].model = "qwen2.5-14b-instruct";  // dense: -ngl, the KV of layers in RAM
   int compared = 0, in_ram = 0;
   for (const Request& r : requests) {
     const detail::Setup s = detail::resolve(c, r);
@@ -223,7 +225,7 @@ TEST_CASE("ranked_account: the pools and speed of an option without its allocati
     const size_t n = candidates.size();
     for (size_t i = 0; s.auto_placement && i < n; i += 5)  // as plan() places them
       if (auto placed = detail::offloaded(s, candidates[i], 16384)) candidates.push_back(*placed);
-    for (const int ctx : {4096, 32768}) {
+    for (const int ctx : {4096, 16384, 32768}) {  // 16384: where the placement search probed
       for (size_t i = 0; i < candidates.size(); i += 3) {
         const detail::Candidate& cand = candidates[i];
         Option a = detail::account(s, cand, ctx);

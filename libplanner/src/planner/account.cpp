@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -380,9 +381,30 @@ void add_weights(const Setup& s, const Candidate& c, std::vector<Setup::PoolSums
   });
 }
 
-// The sums of the allocations other than the main weights: shared by the formats where they do not depend on them.
+// A candidate with weights in RAM on one GPU: what its allocations other than the main weights depend on, beyond the
+// cache types, flash attention and context: where its layers' KV lives (the first GPU layer, the output layer) and
+// the host matrices its GPU copies (their digest, and the largest: placed_compute). The placement search asks the
+// same rest at every count of layers' experts in RAM (the copies are kept per name, not per layer). nullopt: no key
+// (several GPUs split the rest by layer; -ot patterns).
+std::optional<Setup::PlacedRestKey> placed_rest_key(const Setup& s, const Candidate& c, int ctx) {
+  const Placement& p = c.placement;
+  if (s.gpu_pools.size() > 1 || !p.split_points.empty() || !p.overrides.empty() || !c.type_k || !c.type_v) return std::nullopt;
+  const WeightBytes& w = c.weight_bytes;
+  return Setup::PlacedRestKey{{c.type_k, c.type_v},
+                              {c.flash_attn ? 1 : 0, ctx, p.first_gpu_layer, p.output_on_gpu ? 1 : 0,
+                               static_cast<std::int64_t>(w.host_weights_digest), w.largest_host_matrix}};
+}
+
+// The sums of the allocations other than the main weights: shared by the formats where they do not depend on them,
+// and by the placements of one format that keep the same rest.
 const std::vector<Setup::PoolSums>& rest_sums(const Setup& s, const Candidate& c, int ctx, std::vector<Setup::PoolSums>& own) {
-  if (!rest_shared_by_formats(c)) return own = pool_sums(s, c, ctx, true);
+  if (!rest_shared_by_formats(c)) {
+    const auto key = placed_rest_key(s, c, ctx);
+    if (!key) return own = pool_sums(s, c, ctx, true);
+    auto it = s.placed_rest_memo.find(*key);
+    if (it == s.placed_rest_memo.end()) it = s.placed_rest_memo.emplace(*key, pool_sums(s, c, ctx, true)).first;
+    return it->second;
+  }
   const Setup::RestKey key = rest_key(s, c, ctx);
   auto it = s.rest_memo.find(key);
   if (it == s.rest_memo.end()) it = s.rest_memo.emplace(key, pool_sums(s, c, ctx, true)).first;

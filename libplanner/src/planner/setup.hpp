@@ -174,6 +174,11 @@ struct Setup {
   // search of every format probes the same contexts.
   using RestKey = FlatKey<2, 2>;
   mutable std::unordered_map<RestKey, std::vector<PoolSums>, FlatKeyHash> rest_memo;
+  // The same for candidates with weights in RAM on one GPU, per what their rest depends on (account.cpp
+  // placed_rest_key): K and V types; flash attention, context, first GPU layer, output layer, host matrices' digest
+  // and largest one.
+  using PlacedRestKey = FlatKey<2, 6>;
+  mutable std::unordered_map<PlacedRestKey, std::vector<PoolSums>, FlatKeyHash> placed_rest_memo;
   // The same candidates' allocation lists without the main model's weights, and where each weights entry goes
   // (account.cpp account): `at` is its index among the rest, `figure` which of the candidate's weight figures.
   struct RestAllocations {
