@@ -503,7 +503,9 @@ def task_rows(task: str, level: tuple[int, int], n_ctx: int, configs: list[Confi
                   answer_nll_base=fmt(float(np.mean(base.nll))), answer_tokens=str(int(np.sum(base.n_tok))),
                   prompt_tokens_mean=f"{info['prompt_tokens_mean']:.0f}", seconds=f"{info['seconds']:.0f}")
     tag = "partial run (stopped early); " if partial else ""
-    out = [dict(common, id=f"kvplan-{model_id}-{task}-c{n_ctx}-f16-f16-base", k_type="f16", v_type="f16", rotation="no",
+    # the level is in the id: a task measured again at another ladder level (a base below 80 %) keeps both runs apart
+    stem = f"kvplan-{model_id}-{task}-c{n_ctx}-l{common['level']}"
+    out = [dict(common, id=f"{stem}-f16-f16-base", k_type="f16", v_type="f16", rotation="no",
                 exact=common["exact_base"], tok_acc=common["tok_acc_base"], answer_nll=common["answer_nll_base"],
                 exact_diff="0", flips_lost="0", flips_gained="0", notes=tag + "f16/f16 base")]
     for c, s, rot in zip(configs, tests, info["rot"]):
@@ -511,7 +513,7 @@ def task_rows(task: str, level: tuple[int, int], n_ctx: int, configs: list[Confi
         d = et - eb
         se = float(d.std(ddof=1) / math.sqrt(n)) if n > 1 else float("nan")
         rotation = "yes" if c.rotation and (rot.get("k", 0) or rot.get("v", 0)) else "no"
-        out.append(dict(common, id=f"kvplan-{model_id}-{task}-c{n_ctx}-{c.k}-{c.v}-{'rot' if c.rotation else 'norot'}",
+        out.append(dict(common, id=f"{stem}-{c.k}-{c.v}-{'rot' if c.rotation else 'norot'}",
                         k_type=c.k, v_type=c.v, rotation=rotation, exact=fmt(et.mean()), exact_diff=fmt(d.mean()),
                         exact_diff_se=fmt(se, 3), flips_lost=str(int(((eb == 1) & (et == 0)).sum())),
                         flips_gained=str(int(((eb == 0) & (et == 1)).sum())), tok_acc=fmt(float(np.mean(s.tok_acc))),

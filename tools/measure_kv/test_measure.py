@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
 sys.path.insert(0, str(HERE))
 
 try:
@@ -325,6 +326,40 @@ def test_task_score_answer() -> None:
     ex, acc, _ = tasks.score_answer(x[:2], [4, 5])
     assert ex and acc == 1.0
     assert nll > 0
+
+
+def test_task_row_ids_name_the_level() -> None:
+    """A task measured again at another ladder level (its base below 80 % at the first) keeps both runs' rows apart:
+    the level is in every row id, and the committed results hold no id twice."""
+    if np is None:
+        _skip("numpy is not importable")
+    import csv
+    import tasks
+
+    base = tasks.Scores([True, False], [1.0, 0.5], [0.1, 0.9], [2, 2])
+    test = tasks.Scores([True, True], [1.0, 1.0], [0.1, 0.2], [2, 2])
+    configs = [tasks.Config("q4_0", "f16", True)]
+    info = {"haystacks": 2, "seconds": 1.0, "rot": [{"k": 1, "v": 0}], "seeds": "1000..1001", "prompt_tokens_mean": 100.0}
+    ids = {}
+    for li in (6, 7):
+        rows = tasks.task_rows("retrieval", tasks.LADDER["retrieval"][li], 2048, configs, base, [test], info, {}, "m", False)
+        ids[li] = [r["id"] for r in rows]
+        assert ids[li] == [f"kvplan-m-retrieval-c2048-l{li}-f16-f16-base", f"kvplan-m-retrieval-c2048-l{li}-q4_0-f16-rot"]
+    assert not set(ids[6]) & set(ids[7])
+    for path in sorted((REPO / "data/priors/measured").glob("*-kv-tasks*.csv")):
+        if "calibration" in path.name:
+            continue
+        with path.open(newline="") as f:
+            seen = [r["id"] for r in csv.DictReader(f)]
+        assert len(seen) == len(set(seen)), f"{path.name}: an id twice"
+        assert all(f"-l{r}-" in i for i, r in zip(seen, _levels(path))), f"{path.name}: an id without its level"
+
+
+def _levels(path: Path) -> list[str]:
+    import csv
+
+    with path.open(newline="") as f:
+        return [r["level"] for r in csv.DictReader(f)]
 
 
 def test_task_smoke_run() -> None:
