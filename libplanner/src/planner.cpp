@@ -1,8 +1,10 @@
 // plan(): resolve → enumerate → account → fit → score → rank. Pure: the same catalog and request
 // always give the same plan. Each stage has its own file in planner/ (setup.hpp lists them).
 #include <algorithm>
+#include <optional>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -338,6 +340,17 @@ void judge(const Setup& s, Plan& out) {
                                        s.task->ttft_max_s));
 }
 
+// The candidates' indices grouped by (K, V, flash attention), each group in the candidates' order (enumerate lists
+// them format by format).
+std::vector<size_t> settings_major(const std::vector<Candidate>& cs) {
+  std::vector<size_t> order(cs.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return std::tie(cs[a].k, cs[a].v, cs[a].flash_attn) < std::tie(cs[b].k, cs[b].v, cs[b].flash_attn);
+  });
+  return order;
+}
+
 }  // namespace
 }  // namespace detail
 
@@ -380,18 +393,28 @@ Plan detail::plan_sharing(const Catalog& catalog, const Request& request, const 
   // The model does not fit the GPU for the task (nothing mild or better at its minimum): the same candidates with
   // layers or experts in RAM, which the objective weighs against the squeezed ones by their speed.
   std::vector<Candidate> placed;
-  placed.reserve(candidates.size());
   if (s.auto_placement && !sized.good_at_min()) {
     const int at = s.request.ctx_size ? *s.request.ctx_size : cap;
+    // Worked out cache-type-major (each setting's formats one after another: their graphs differ only in the copies'
+    // sizes, GraphReuse), kept in the candidates' order.
+    const std::vector<size_t> order = settings_major(candidates);
+    std::vector<std::optional<Candidate>> by_index(candidates.size());
+    for (size_t i : order)
+      if (reached[i] < at) by_index[i] = offloaded(s, candidates[i], at);
     for (size_t i = 0; i < candidates.size(); ++i)
-      if (reached[i] < at)
-        if (auto c = offloaded(s, candidates[i], at)) placed.push_back(*c);
-    for (const auto& c : placed) {
+      if (by_index[i]) placed.push_back(std::move(*by_index[i]));
+    struct Result {
+      Option option;
       int ctx = 0;
       bool at_cap = false;
-      Option o = size_option(s, c, out.mode, cap, searches, ctx, at_cap);
-      sized.add(std::move(o), ctx, c, at_cap);
+    };
+    std::vector<std::optional<Result>> results(placed.size());
+    for (size_t k : settings_major(placed)) {
+      Result r;
+      r.option = size_option(s, placed[k], out.mode, cap, searches, r.ctx, r.at_cap);
+      results[k] = std::move(r);
     }
+    for (size_t k = 0; k < placed.size(); ++k) sized.add(std::move(results[k]->option), results[k]->ctx, placed[k], results[k]->at_cap);
   }
   if (sized.fitting.empty()) {
     report_nothing_fits(s, std::move(sized.failing), sized.failing_origins, out);

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "helpers.hpp"
+#include "memory/transformer_graph.hpp"
 #include "planner/setup.hpp"
 #include "priors/prior.hpp"
 
@@ -259,6 +260,50 @@ TEST_CASE("ranked_account: the pools and speed of an option without its allocati
   }
   CHECK(compared > 200);
   CHECK(in_ram > 10);  // weights read from RAM were compared (the token_embd rows taken off)
+}
+
+TEST_CASE("GraphReuse: a graph used again with another format's host copies equals the graph built for them") {
+  // The placement search asks each weight format for the same graph but for the sizes of the host matrices the GPU
+  // copies; compute_bytes with a GraphReuse resizes a kept graph's copies. Every placed candidate's figures, asked in
+  // the planner's order (formats of a cache-type setting one after another), must equal a graph built afresh.
+  const Catalog& c = kvtest::catalog();
+  std::vector<Request> requests(4);
+  requests[0].gpu = "rtx3060-12gb", requests[0].model = "qwen3-30b-a3b";  // experts in RAM
+  requests[1].gpu = "6GB", requests[1].model = "qwen3-14b";               // layers in RAM (-ngl)
+  requests[2].gpu = "8GB", requests[2].model = "gemma-3-12b-it";          // sliding-window layers in RAM
+  requests[3].gpu = "4GB", requests[3].model = "phi-4";                   // fused projections: copies no matmul names
+  int compared = 0, copies = 0;
+  for (const Request& r : requests) {
+    const detail::Setup s = detail::resolve(c, r);
+    std::vector<detail::Candidate> candidates = detail::enumerate(s);
+    std::stable_sort(candidates.begin(), candidates.end(), [](const detail::Candidate& a, const detail::Candidate& b) {
+      return std::tie(a.k, a.v, a.flash_attn) < std::tie(b.k, b.v, b.flash_attn);  // as plan() asks them
+    });
+    GraphReuse reuse;
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      const auto placed = detail::offloaded(s, candidates[i], 8192);
+      if (!placed || placed->weight_bytes.host_weights.empty()) continue;
+      const ModelSpec& m = *s.model;
+      const GgmlType& tk = placed->ggml_k(*s.engine);
+      const GgmlType& tv = placed->ggml_v(*s.engine);
+      for (const int ctx : {4096, 8192}) {
+        const auto shape = context_shape(m, *s.engine, ctx, 1, false, 512, 2048, false, placed->flash_attn);
+        const HostResident host{&placed->weight_bytes.host_weights, placed->placement.first_gpu_layer > 0 ? m.layers : 0};
+        const ComputeBytes fresh = compute_bytes(layer_caches(m, *s.engine), m, *s.engine, shape, tk, tv, placed->flash_attn,
+                                                 *s.backend, true, 1, host);
+        const ComputeBytes reused = compute_bytes(layer_caches(m, *s.engine), m, *s.engine, shape, tk, tv, placed->flash_attn,
+                                                  *s.backend, true, 1, host, nullptr, &reuse);
+        CAPTURE(r.model, r.gpu, ctx, placed->weights->id, placed->k, placed->v, placed->flash_attn, placed->placement.first_gpu_layer,
+                placed->placement.cpu_moe_layers);
+        CHECK(fresh.from_graph == reused.from_graph);
+        CHECK((fresh.device.bytes == reused.device.bytes && fresh.device.high == reused.device.high &&
+               fresh.host.bytes == reused.host.bytes && fresh.host.high == reused.host.high));
+        ++compared, copies += fresh.from_graph;
+      }
+    }
+  }
+  CHECK(compared > 40);
+  CHECK(copies > 40);  // graphs with host copies were compared, not closed forms
 }
 
 TEST_CASE("largest_round_ctx: the ranking's round context equals the step search's answer, rounded") {

@@ -144,6 +144,8 @@ ComputeBytes compute_bytes(const ModelSpec& model, const EngineSpec& engine, con
 // The same from the model's layer_caches(model, engine), when the caller keeps them.
 // What a GPU reads from host RAM under op offload (weights or KV of layers left on the CPU), copying it into its
 // compute buffer for the op that reads it (ggml-backend.cpp ggml_backend_sched_split_graph pass 5).
+// Graphs with host matrices' copies kept between calls (memory/transformer_graph.hpp): the planner's, per plan.
+class GraphReuse;
 struct HostResident {
   const std::vector<HostWeight>* weights = nullptr;  // the host-resident matmul weights (nullptr: none)
   int kv_layers = 0;                                  // layers below this keep their KV cache in RAM
@@ -154,7 +156,7 @@ struct HostResident {
 ComputeBytes compute_bytes(const std::vector<LayerCache>& layers, const ModelSpec& model, const EngineSpec& engine,
                            const ContextShape& shape, const GgmlType& type_k, const GgmlType& type_v, bool flash_attn,
                            const BackendSpec& backend, bool holds_output = true, int n_copies = 1, const HostResident& host = {},
-                           int* cut_hint = nullptr);
+                           int* cut_hint = nullptr, GraphReuse* reuse = nullptr);
 
 // What compute_bytes reads of a cache type: f32, f16, another unquantized type or quantized (the f16
 // copies flash attention makes, the casts of an f32 cache, the rotation inputs), and the row size only where

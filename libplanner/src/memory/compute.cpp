@@ -145,7 +145,7 @@ ComputeBytes compute_bytes(const ModelSpec& m, const EngineSpec& engine, const C
 
 ComputeBytes compute_bytes(const std::vector<LayerCache>& layers, const ModelSpec& m, const EngineSpec& engine, const ContextShape& s,
                            const GgmlType& type_k, const GgmlType& type_v, bool flash_attn, const BackendSpec& backend,
-                           bool holds_output, int n_copies, const HostResident& in_ram, int* cut_hint) {
+                           bool holds_output, int n_copies, const HostResident& in_ram, int* cut_hint, GraphReuse* reuse) {
   // Where kvplan models the architecture's reserve graph node by node, its placement by ggml-alloc gives the
   // buffers: on the CPU backend one buffer holds every graph tensor, inputs included; on a GPU the scheduler keeps
   // the inputs in the host buffer and the device holds the rest (and copies of the inputs it reads).
@@ -157,7 +157,8 @@ ComputeBytes compute_bytes(const std::vector<LayerCache>& layers, const ModelSpe
   if (const auto target = graph_target(backend, holds_output, in_ram)) {
     const bool twice_first = cut_hint && *cut_hint == 2;
     for (const int cut : {twice_first ? 2 : 1, twice_first ? 1 : 2, 0}) {
-      auto graph = reserve_graph(m, engine, s, type_k, type_v, flash_attn, *target, cut);
+      auto graph = reuse ? reuse->graph(m, engine, s, type_k, type_v, flash_attn, *target, cut)
+                         : reserve_graph(m, engine, s, type_k, type_v, flash_attn, *target, cut);
       if (!graph) break;
       if (auto out = graph_compute(std::move(*graph), engine, backend, n_copies)) {
         if (cut_hint && cut != 0) *cut_hint = cut;

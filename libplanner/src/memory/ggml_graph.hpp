@@ -113,6 +113,13 @@ class Graph {
   // Bytes the device needs on top of the placed peak for something the graph does not place (a host weight copy of a
   // matmul kvplan does not model node by node, counted at the peak: an over-estimate).
   void add_unplaced(std::int64_t bytes) { unplaced_ = std::max(unplaced_, bytes); }
+  void clear_unplaced() { unplaced_ = 0; }
+  // A raw-bytes tensor (Type::i8: a host matrix's copy) set to another size.
+  void resize_raw(int t, std::int64_t bytes) {
+    Tensor& x = tensors_.at(static_cast<std::size_t>(t));
+    if (x.type != Type::i8) throw std::logic_error("ggml_graph: resize_raw of a typed tensor");
+    x.ne = {bytes, 1, 1, 1};
+  }
   std::int64_t unplaced() const { return unplaced_; }
 
   void add_cut(Cut cut) { cuts_.push_back(cut); }  // in tensor order, each after the one before's p4

@@ -86,10 +86,13 @@ std::vector<LayerCut> find_cuts(const std::vector<LayerTraits>& traits, int peri
 
 // Builds the graph in llama.cpp's node order; each method adds one block of a layer and returns its output.
 class Builder {
+  HostCopies* copies_;  // where the host matrices' copies went (nullptr: not asked)
+
  public:
   Builder(const ModelSpec& m, const EngineSpec& engine, const EngineSpec::ArchRule& arch, const ContextShape& s,
-          const GgmlType& type_k, const GgmlType& type_v, bool flash_attn, const GraphTarget& target, int cut)
-      : m_(m), arch_(arch), type_k_(type_k), type_v_(type_v), fa_(flash_attn), rotate_(engine.rule_holds("kv_rotation")),
+          const GgmlType& type_k, const GgmlType& type_v, bool flash_attn, const GraphTarget& target, int cut,
+          HostCopies* copies)
+      : copies_(copies), m_(m), arch_(arch), type_k_(type_k), type_v_(type_v), fa_(flash_attn), rotate_(engine.rule_holds("kv_rotation")),
         mask_f16_(engine.rule_holds("kq_mask_f16")), embd_select_(engine.rule_holds("embd_input_select")),
         glu_op_(engine.rule_holds("glu_op")), set_rows_(engine.rule_holds("kv_set_rows")),
         moe_batched_(engine.rule_holds("moe_batched")), target_(target), cut_(cut),
@@ -170,11 +173,15 @@ class Builder {
       g_.mark_output(matmul({m_.vocab, n_out_, 1, 1}, {result_norm}, m_.layers, "output", n_out_));
     }
     // a host weight of a matmul this graph does not name (a fused or an MLA projection): its copy at the peak
+    auto unplaced = [&](const HostWeight* w) {
+      g_.add_unplaced(w->bytes);
+      if (copies_) copies_->unplaced.push_back(weight_index(w));
+    };
     for (const auto& layer : by_layer_)
       for (const auto& [w, seen] : layer)
-        if (!seen) g_.add_unplaced(w->bytes);
+        if (!seen) unplaced(w);
     for (const auto& [w, seen] : every_layer_)
-      if (!seen) g_.add_unplaced(w->bytes);
+      if (!seen) unplaced(w);
     return std::move(g_);
   }
 
@@ -221,7 +228,10 @@ class Builder {
       for (auto& [w, seen] : copies) {
         if (w->base != base) continue;
         seen = true;
-        if (rows >= kOpOffloadMinBatch) srcs.push_back(g_.op(Type::i8, {w->bytes, 1, 1, 1}, {}));
+        if (rows >= kOpOffloadMinBatch) {
+          srcs.push_back(g_.op(Type::i8, {w->bytes, 1, 1, 1}, {}));
+          if (copies_) copies_->tensors.push_back({srcs.at(srcs.size() - 1), weight_index(w)});
+        }
         return true;
       }
       return false;
@@ -584,15 +594,59 @@ class Builder {
     const HostWeight* weight;
     bool seen;  // a matmul of the graph reads it
   };
+  int weight_index(const HostWeight* w) const { return static_cast<int>(w - target_.host.weights->data()); }
   std::vector<std::vector<Copy>> by_layer_;  // the host weights by layer (the output matrix last); empty: none
   std::vector<Copy> every_layer_;            // the host weights of every repeating layer (HostWeight::kEveryLayer)
   std::vector<LayerTraits> traits_;          // per layer of the main graph (MTP blocks left out)
 };
 }  // namespace
 
+void with_copies(ggml_graph::Graph& g, const HostCopies& copies, const std::vector<HostWeight>& weights) {
+  for (const auto& [tensor, w] : copies.tensors) g.resize_raw(tensor, weights.at(static_cast<std::size_t>(w)).bytes);
+  g.clear_unplaced();
+  for (int w : copies.unplaced) g.add_unplaced(weights.at(static_cast<std::size_t>(w)).bytes);
+}
+
+std::optional<ggml_graph::Graph> GraphReuse::graph(const ModelSpec& m, const EngineSpec& engine, const ContextShape& s,
+                                                   const GgmlType& type_k, const GgmlType& type_v, bool flash_attn,
+                                                   const GraphTarget& target, int cut) {
+  const std::vector<HostWeight>* weights = target.host.weights;
+  // Weights of every repeating layer or of the output only: a weight of one repeating layer is also in that layer's
+  // traits, which decide the cuts (find_cuts).
+  const bool reusable = weights && !weights->empty() && target.inputs == GraphInputs::copied &&
+                        std::all_of(weights->begin(), weights->end(), [&](const HostWeight& w) {
+                          return w.il == HostWeight::kEveryLayer || w.il == m.layers;
+                        });
+  if (!reusable) return reserve_graph(m, engine, s, type_k, type_v, flash_attn, target, cut);
+  const std::array<const void*, 4> ptrs{&m, &engine, &type_k, &type_v};
+  const std::array<std::int64_t, 14> dims{s.n_ctx, s.n_ctx_seq, s.n_stream, s.n_seq, s.unified ? 1 : 0, s.n_ubatch, s.n_batch,
+                                          s.swa_cells, s.n_outputs, flash_attn ? 1 : 0, target.holds_output ? 1 : 0,
+                                          target.fa_f16_scratch ? 1 : 0, target.host.kv_layers, cut};
+  auto same_names = [&](const Entry& e) {
+    if (e.names.size() != weights->size()) return false;
+    for (std::size_t i = 0; i < e.names.size(); ++i)
+      if (e.names[i].first != (*weights)[i].il || e.names[i].second != (*weights)[i].base) return false;
+    return true;
+  };
+  for (const Entry& e : entries_)
+    if (e.ptrs == ptrs && e.dims == dims && same_names(e)) {
+      ggml_graph::Graph g = e.graph;
+      with_copies(g, e.copies, *weights);
+      return g;
+    }
+  HostCopies copies;
+  auto g = reserve_graph(m, engine, s, type_k, type_v, flash_attn, target, cut, &copies);
+  if (!g) return g;
+  if (entries_.size() == kKept) entries_.erase(entries_.begin());
+  Entry e{ptrs, dims, {}, *g, std::move(copies)};
+  for (const HostWeight& w : *weights) e.names.emplace_back(w.il, w.base);
+  entries_.push_back(std::move(e));
+  return g;
+}
+
 std::optional<ggml_graph::Graph> reserve_graph(const ModelSpec& m, const EngineSpec& engine, const ContextShape& s,
                                                const GgmlType& type_k, const GgmlType& type_v, bool flash_attn,
-                                               const GraphTarget& target, int cut) {
+                                               const GraphTarget& target, int cut, HostCopies* copies) {
   const EngineSpec::ArchRule* arch = engine.arch(m.arch);
   if (!arch || arch->graph.empty() || m.shared_kv_from > 0 || m.layers <= 0) return std::nullopt;
   if (m.recurrent) {
@@ -610,7 +664,7 @@ std::optional<ggml_graph::Graph> reserve_graph(const ModelSpec& m, const EngineS
   // b10454 rotates an MLA cache whose 576-wide rows are a multiple of 64; no measured graph covers it yet.
   if (m.mla && engine.rule_holds("kv_rotation") && type_k.quantized() && (m.mla->kv_lora_rank + m.mla->rope_dim) % 64 == 0)
     return std::nullopt;
-  return Builder(m, engine, *arch, s, type_k, type_v, flash_attn, target, cut).build();
+  return Builder(m, engine, *arch, s, type_k, type_v, flash_attn, target, cut, copies).build();
 }
 
 }  // namespace kvplan

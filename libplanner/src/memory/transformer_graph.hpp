@@ -5,7 +5,13 @@
 // tensor, for ggml_graph::peak_bytes. Which architectures follow it is data: `graph` in the engine's
 // `archs` (projection order), checked node for node against graph dumps of tests/validation's models.
 
+#include <array>
+#include <cstddef>
+#include <cstdint>
 #include <optional>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "ggml_graph.hpp"
 #include "kvplan/catalog.hpp"
@@ -36,12 +42,44 @@ struct GraphTarget {
   bool holds_output = true;     // the device runs the output layer (the logits block)
 };
 
+// Where a graph built with host matrices holds their copies (op offload): each copy's tensor with the index of its
+// weight in GraphTarget::host.weights, and the weights no matmul of the graph names (counted at the peak:
+// Graph::add_unplaced). Another list of weights with the same layers and names gives the same graph but for these
+// sizes (with_copies).
+struct HostCopies {
+  std::vector<std::pair<int, int>> tensors;  // (tensor id, weight index)
+  std::vector<int> unplaced;                 // weight indices
+};
+// The graph `g`, built with `copies`, for `weights` instead: each copy's size set from its weight.
+void with_copies(ggml_graph::Graph& g, const HostCopies& copies, const std::vector<HostWeight>& weights);
+
+// Graphs with host matrices' copies, kept to be used again with other weights of the same layers and names
+// (compute_bytes): the placement search asks the same graph, but for the copies' sizes, once per weight format
+// (the planner runs it cache-type-major so that the formats' asks follow one another). The few most recent are kept.
+class GraphReuse {
+ public:
+  // The graph of these arguments for `target`'s weights: one kept, its copies resized, or built (and kept).
+  std::optional<ggml_graph::Graph> graph(const ModelSpec& m, const EngineSpec& engine, const ContextShape& s, const GgmlType& type_k,
+                                         const GgmlType& type_v, bool flash_attn, const GraphTarget& target, int cut);
+
+ private:
+  struct Entry {
+    std::array<const void*, 4> ptrs;    // model, engine, K and V types
+    std::array<std::int64_t, 14> dims;  // the shape, flash attention, the target, the cut
+    std::vector<std::pair<int, std::string>> names;  // the weights' layers and names, in order
+    ggml_graph::Graph graph;
+    HostCopies copies;
+  };
+  static constexpr std::size_t kKept = 4;
+  std::vector<Entry> entries_;  // oldest first
+};
+
 // nullopt when the architecture's graph is not modelled (legacy MLA, shared-KV layers, unknown recurrent kinds, ...).
 // cut > 0: leave out whole periods of the longest run of alike layers (ggml_graph::Cut), each `cut` times the layers'
 // period (2: for an allocator whose free blocks alternate between two layouts from layer to layer); the figures then
 // come from ggml_graph::proven_peak_bytes, or from another cut or the whole graph (cut 0) where it cannot prove them.
 std::optional<ggml_graph::Graph> reserve_graph(const ModelSpec& model, const EngineSpec& engine, const ContextShape& shape,
                                                const GgmlType& type_k, const GgmlType& type_v, bool flash_attn,
-                                               const GraphTarget& target = {}, int cut = 0);
+                                               const GraphTarget& target = {}, int cut = 0, HostCopies* copies = nullptr);
 
 }  // namespace kvplan

@@ -16,6 +16,7 @@
 #include "engines/runtimes.hpp"
 #include "kvplan/memory.hpp"
 #include "kvplan/plan.hpp"
+#include "memory/transformer_graph.hpp"
 #include "memory/weights.hpp"
 #include "priors/prior.hpp"
 
@@ -74,6 +75,8 @@ struct ComputeMemo {
   std::unordered_map<FlatKey<4, 0>, SizedWeights, FlatKeyHash> sized;
   // The reserve-graph cut that last held per model (compute_bytes' cut_hint): a hybrid's holds at twice its period.
   std::unordered_map<const ModelSpec*, int> cut_hints;
+  // Graphs with host matrices' copies, used again for other weight formats (their copies resized).
+  GraphReuse graphs;
 };
 
 // What one decoded token reads from a pool (speed.cpp): the weights there, those in RAM less the token_embd rows
@@ -232,7 +235,7 @@ struct Setup {
       it = figures
                .emplace(key, compute_bytes(layers_of(m), m, *engine, sh, tk, tv, fa, b, holds_output, n_copies,
                                            HostResident{copies ? &host_weights->host_weights : nullptr, host_kv_layers},
-                                           &compute_memo->cut_hints[&m]))
+                                           &compute_memo->cut_hints[&m], &compute_memo->graphs))
                .first;
     return it->second;
   }
