@@ -4,7 +4,6 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
-#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -33,7 +32,8 @@ Bytes Option::sum(const std::string& what, const std::string& pool) const {
 }
 Bytes Option::kv_total(const std::string& pool) const {
   Bytes b = 0;
-  for (const char* what : {"k_cache", "v_cache", "swa_k_cache", "swa_v_cache", "state"}) b += sum(what, pool);
+  for (const auto& a : allocations)
+    if (detail::is_kv_part(a.what) && (pool.empty() || a.pool == pool)) b += a.figure.bytes;
   return b;
 }
 const PoolUsage& Option::usage(const std::string& pool) const {
@@ -338,17 +338,6 @@ void judge(const Setup& s, Plan& out) {
     out.warnings.push_back(fmt::format("a {}-token prompt takes ~{} to the first token here (the {} task wants under {:g} s): a smaller "
                                        "model, a faster device or shorter prompts", best.ctx_per_slot, duration(best.ttft_s), s.task->id,
                                        s.task->ttft_max_s));
-}
-
-// The candidates' indices grouped by (K, V, flash attention), each group in the candidates' order (enumerate lists
-// them format by format).
-std::vector<size_t> settings_major(const std::vector<Candidate>& cs) {
-  std::vector<size_t> order(cs.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return std::tie(cs[a].k, cs[a].v, cs[a].flash_attn) < std::tie(cs[b].k, cs[b].v, cs[b].flash_attn);
-  });
-  return order;
 }
 
 }  // namespace

@@ -10,6 +10,17 @@
 using namespace kvplan;
 
 namespace {
+// Accounting's requests: one GPU, two GPUs (per-device weights), Apple unified memory, the CPU backend, a draft model.
+std::vector<Request> accounting_requests() {
+  std::vector<Request> requests(5);
+  requests[0].gpu = "rtx4090", requests[0].model = "llama-3.1-8b-instruct";
+  requests[1].gpu = "rtx3090", requests[1].extra_gpus = {"rtx3060-12gb"}, requests[1].model = "qwen2.5-coder-32b";
+  requests[2].gpu = "m4max-128gb", requests[2].model = "qwen3-30b-a3b";
+  requests[3].gpu = "24GB", requests[3].backend = "cpu", requests[3].model = "gemma-3-4b-it";
+  requests[4].gpu = "rtx4090", requests[4].model = "qwen2.5-coder-32b", requests[4].model_draft = "qwen2.5-0.5b-instruct";
+  return requests;
+}
+
 const std::vector<std::string> kDevices = {"8GB", "24GB", "rtx3090", "h100-sxm", "m4max-128gb"};
 // Cache types ordered by bits per element (ggml block bytes · 8 / block)
 const std::vector<std::string> kByBits = {"q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "f16"};
@@ -170,12 +181,7 @@ TEST_CASE("account: the allocations other than the weights, shared by the weight
   // fills, and again in a fresh Setup, where nothing is shared: the allocations, pools and headroom must agree.
   // Requests: one GPU, two GPUs (per-device weights), Apple unified memory, the CPU backend, a draft model.
   const Catalog& c = kvtest::catalog();
-  std::vector<Request> requests(5);
-  requests[0].gpu = "rtx4090", requests[0].model = "llama-3.1-8b-instruct";
-  requests[1].gpu = "rtx3090", requests[1].extra_gpus = {"rtx3060-12gb"}, requests[1].model = "qwen2.5-coder-32b";
-  requests[2].gpu = "m4max-128gb", requests[2].model = "qwen3-30b-a3b";
-  requests[3].gpu = "24GB", requests[3].backend = "cpu", requests[3].model = "gemma-3-4b-it";
-  requests[4].gpu = "rtx4090", requests[4].model = "qwen2.5-coder-32b", requests[4].model_draft = "qwen2.5-0.5b-instruct";
+  const std::vector<Request> requests = accounting_requests();
   int compared = 0;
   for (const Request& r : requests) {
     const detail::Setup shared = detail::resolve(c, r);
@@ -211,12 +217,8 @@ TEST_CASE("ranked_account: the pools and speed of an option without its allocati
   // backend, a draft model (its weights_host beside the main model's), and layers or experts in RAM (kvplan's
   // placements: their rest is shared by placements with the same KV split and host copies, placed_rest_key).
   const Catalog& c = kvtest::catalog();
-  std::vector<Request> requests(7);
-  requests[0].gpu = "rtx4090", requests[0].model = "llama-3.1-8b-instruct";
-  requests[1].gpu = "rtx3090", requests[1].extra_gpus = {"rtx3060-12gb"}, requests[1].model = "qwen2.5-coder-32b";
-  requests[2].gpu = "m4max-128gb", requests[2].model = "qwen3-30b-a3b";
-  requests[3].gpu = "24GB", requests[3].backend = "cpu", requests[3].model = "gemma-3-4b-it";
-  requests[4].gpu = "rtx4090", requests[4].model = "qwen2.5-coder-32b", requests[4].model_draft = "qwen2.5-0.5b-instruct";
+  std::vector<Request> requests = accounting_requests();
+  requests.resize(7);
   requests[5].gpu = "rtx3060-12gb", requests[5].model = "qwen3-30b-a3b", requests[5].model_draft = "qwen3-0.6b";
   requests[6].gpu = "6GB", requests[6].model = "qwen2.5-14b-instruct";  // dense: -ngl, the KV of layers in RAM
   int compared = 0, in_ram = 0;
@@ -275,12 +277,9 @@ TEST_CASE("GraphReuse: a graph used again with another format's host copies equa
   int compared = 0, copies = 0;
   for (const Request& r : requests) {
     const detail::Setup s = detail::resolve(c, r);
-    std::vector<detail::Candidate> candidates = detail::enumerate(s);
-    std::stable_sort(candidates.begin(), candidates.end(), [](const detail::Candidate& a, const detail::Candidate& b) {
-      return std::tie(a.k, a.v, a.flash_attn) < std::tie(b.k, b.v, b.flash_attn);  // as plan() asks them
-    });
+    const std::vector<detail::Candidate> candidates = detail::enumerate(s);
     GraphReuse reuse;
-    for (size_t i = 0; i < candidates.size(); ++i) {
+    for (size_t i : detail::settings_major(candidates)) {  // as plan() asks them
       const auto placed = detail::offloaded(s, candidates[i], 8192);
       if (!placed || placed->weight_bytes.host_weights.empty()) continue;
       const ModelSpec& m = *s.model;

@@ -353,10 +353,7 @@ std::vector<Setup::PoolSums> pool_sums(const Setup& s, const Candidate& c, int c
     const size_t i = &pool == &s.device_pool ? device : &pool == &s.host_pool ? host : s.pool_index(pool);
     if (i >= sums.size()) return;
     sums[i].add(f, what);
-    const bool in_ram = std::string_view(what) == "weights_host";
-    if (in_ram && s.pools[i].kind != "host") return;  // a device does not read host weights
-    sums[i].reads.add(what, f.bytes, 0);
-    sums[i].weights_in_ram += in_ram ? 1 : 0;
+    sums[i].weights_in_ram += sums[i].reads.add(what, f.bytes, 0, s.pools[i].kind == "host") ? 1 : 0;
   };
   record_allocations(s, c, ctx, main_shape(s, c, ctx), record);
   return sums;
@@ -516,7 +513,7 @@ Option ranked_account(const Setup& s, const Candidate& c, int ctx, SpeedInputs& 
     const size_t i = s.pool_index(pool);
     if (i >= sums.size()) return;
     sums[i].add(f, what);
-    if (std::string_view(what) != "weights_host" || s.pools[i].kind == "host") sums[i].reads.add(what, f.bytes, lookup);
+    sums[i].reads.add(what, f.bytes, lookup, s.pools[i].kind == "host");
   });
   const ContextShape shape = main_shape(s, c, ctx);
   Option o = option_header(s, c, shape, ctx);

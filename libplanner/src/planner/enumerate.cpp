@@ -2,6 +2,7 @@
 // explicit request the engine will not run is an input error naming what would.
 #include <algorithm>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <fmt/format.h>
@@ -235,6 +236,15 @@ std::vector<Candidate> enumerate(const Setup& s) {
   }
   if (candidates.empty()) refuse(s, choices, refusals.front());
   return candidates;
+}
+
+std::vector<size_t> settings_major(const std::vector<Candidate>& cs) {
+  std::vector<size_t> order(cs.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return std::tie(cs[a].k, cs[a].v, cs[a].flash_attn) < std::tie(cs[b].k, cs[b].v, cs[b].flash_attn);
+  });
+  return order;
 }
 
 }  // namespace kvplan::detail

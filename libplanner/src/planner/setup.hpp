@@ -23,6 +23,12 @@
 namespace kvplan::detail {
 
 // A pool's KV allocations under their JSON names (the main model and a draft list them alike).
+inline constexpr std::array<std::string_view, 5> kKvParts{"k_cache", "v_cache", "swa_k_cache", "swa_v_cache", "state"};
+inline bool is_kv_part(std::string_view what) {
+  for (std::string_view part : kKvParts)
+    if (what == part) return true;
+  return false;
+}
 template <class Put>
 void put_kv_parts(const KvCacheBytes& k, const std::string& pool, Put& put) {
   put("k_cache", pool, k.k);
@@ -83,8 +89,9 @@ struct ComputeMemo {
 // (only looked up, a row per token), and the KV cache of every conversation.
 struct TokenReads {
   Bytes weights = 0, weights_in_ram = 0, kv = 0;
-  // One allocation of kind `what` (weights, weights_host, k_cache ...; others read nothing per token).
-  void add(std::string_view what, Bytes bytes, Bytes lookup);
+  // One allocation of kind `what` (weights, weights_host, k_cache ...; others read nothing per token) in a pool that
+  // is host RAM or not (a device does not read host weights). True: it was a weights_host figure read here.
+  bool add(std::string_view what, Bytes bytes, Bytes lookup, bool host_pool);
 };
 // The speed estimate's inputs: per pool what a token reads, and the main model's weights (all, and on the devices).
 struct SpeedInputs {
@@ -270,6 +277,10 @@ engines::PairCheck check_runtime_pair(const Setup& s, const std::string& k, cons
 
 // ---- enumerate.cpp: the (weights, K, V, flash attention) combinations the engine accepts ----
 std::vector<Candidate> enumerate(const Setup& s);
+// The candidates' indices grouped by (K, V, flash attention), each group in the candidates' order (enumerate lists
+// them format by format): the order in which plan() places them, so that a setting's formats, whose partial-offload
+// graphs differ only in the host copies' sizes, follow one another (GraphReuse).
+std::vector<size_t> settings_major(const std::vector<Candidate>& cs);
 // An Unsloth Dynamic (UD-*) mix named without its file: its per-tensor types are only in the header.
 [[noreturn]] void reject_dynamic_quant(const std::string& flag, const std::string& value);
 WeightBytes candidate_weight_bytes(const Setup& s, const WeightFormat& f, const Placement& placement);

@@ -90,21 +90,21 @@ void estimate_prefill(const Setup& s, const Candidate& c, const SpeedInputs& in,
 
 }  // namespace
 
-void TokenReads::add(std::string_view what, Bytes bytes, Bytes lookup) {
+bool TokenReads::add(std::string_view what, Bytes bytes, Bytes lookup, bool host_pool) {
   if (what == "weights") weights = checked_add(weights, bytes, "weights read");
-  else if (what == "weights_host") weights_in_ram = checked_add(weights_in_ram, std::max<Bytes>(0, bytes - lookup), "weights read");
-  else if (what == "k_cache" || what == "v_cache" || what == "swa_k_cache" || what == "swa_v_cache" || what == "state")
-    kv = checked_add(kv, bytes, "KV read");
+  else if (is_kv_part(what)) kv = checked_add(kv, bytes, "KV read");
+  if (what != "weights_host" || !host_pool) return false;
+  // RAM-resident layers are read by the CPU; token_embd (the input layer) is only looked up
+  weights_in_ram = checked_add(weights_in_ram, std::max<Bytes>(0, bytes - lookup), "weights read");
+  return true;
 }
 
 SpeedInputs speed_inputs(const Setup& s, const Candidate& c, const Option& o) {
   SpeedInputs in;
   in.pools.resize(s.pools.size());
   for (const auto& a : o.allocations) {
-    const size_t i = s.pool_index(a.pool);
-    // RAM-resident layers are read by the CPU; token_embd (the input layer) is only looked up
-    if (i < s.pools.size() && (a.what != "weights_host" || s.pools[i].kind == "host"))
-      in.pools[i].add(a.what, a.figure.bytes, c.weight_bytes.lookup_host);
+    if (const size_t i = s.pool_index(a.pool); i < s.pools.size())
+      in.pools[i].add(a.what, a.figure.bytes, c.weight_bytes.lookup_host, s.pools[i].kind == "host");
     if (a.component != "main" || (a.what != "weights" && a.what != "weights_host")) continue;
     in.main_weights += a.figure.bytes;
     if (a.what == "weights") in.main_weights_on_devices += a.figure.bytes;
