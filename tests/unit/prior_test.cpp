@@ -639,3 +639,62 @@ TEST_CASE("published measurements outside the fit lie within the prior's 80% ban
   CHECK(rows.size() >= 5);
   CHECK(inside + static_cast<int>(kExternalMisses.size()) == static_cast<int>(rows.size()));
 }
+
+TEST_CASE("the evidence search reads the rows as index_types() keyed them; a prior not indexed is refused, not misread") {
+  const auto& c = kvtest::catalog();
+  priors::QualityInput in;
+  in.ctx = 8192;
+  priors::EvidenceBounds indexed;
+  for (const auto& m : c.models)  // the first catalog cell bounded by analogs
+    for (const char* k : kLlamaTypes)
+      for (const char* v : kLlamaTypes)
+        if (indexed.analogs.empty()) {
+          in.model = &m, in.type_k = k, in.type_v = v;
+          indexed = priors::evidence_bounds(c.prior, in, true);
+        }
+  INFO(in.model->id << " K " << in.type_k << " V " << in.type_v);
+  REQUIRE(indexed.extrapolated);
+  REQUIRE_FALSE(indexed.analogs.empty());
+  PriorParams copy = c.prior;  // its keys point at positions, not at the original's rows
+  REQUIRE(copy.analog_keys.size() == copy.analogs.size());
+  copy.analog_keys.clear();
+  CHECK_THROWS_AS(priors::evidence_bounds(copy, in, true), std::logic_error);
+  copy.index_types();
+  const priors::EvidenceBounds again = priors::evidence_bounds(copy, in, true);
+  CHECK(again.lo == indexed.lo);
+  CHECK(again.hi == indexed.hi);
+  REQUIRE(again.analogs.size() == indexed.analogs.size());
+  for (size_t i = 0; i < again.analogs.size(); ++i) CHECK(again.analogs[i]->id == indexed.analogs[i]->id);
+  // each key names its own row's family and types
+  for (size_t i = 0; i < copy.analogs.size(); ++i) {
+    const auto& key = copy.analog_keys[i];
+    const AnalogRow& a = copy.analogs[i];
+    CHECK(copy.analog_families.at(static_cast<size_t>(key.family)) == a.family);
+    CHECK(key.usable == (key.k >= 0 && key.v >= 0 && a.loss >= 0 && a.predicted > 0));
+    if (key.k >= 0) CHECK(copy.types.at(static_cast<size_t>(key.k)).type == a.k_type);
+    if (key.v >= 0) CHECK(copy.types.at(static_cast<size_t>(key.v)).type == a.v_type);
+  }
+}
+
+TEST_CASE("a cache loss the caller worked out is the one assess() uses (the ranker keeps one per context)") {
+  const auto& c = kvtest::catalog();
+  priors::QualityInput in;
+  in.model = &c.model("llama-3.1-8b-instruct");
+  in.weights = &c.weight_format("Q4_K_M");
+  in.weights_bpw = 4.9;
+  in.type_k = "q4_0";
+  in.type_v = "q8_0";
+  in.ctx = 16384;
+  in.rotation = true;
+  in.task = &c.task("agentic");
+  const Quality own = priors::assess(c.prior, in);
+  in.kv_loss = priors::kv_loss(c.prior, in);
+  const Quality given = priors::assess(c.prior, in);
+  CHECK(given.kv_loss == own.kv_loss);
+  CHECK(given.expected_loss == own.expected_loss);
+  CHECK(given.high == own.high);
+  in.kv_loss = 2 * own.kv_loss;  // the caller's figure, not one worked out again
+  const Quality twice = priors::assess(c.prior, in);
+  CHECK(twice.kv_loss == 2 * own.kv_loss);
+  CHECK(twice.expected_loss - twice.weights_loss == Approx(2 * (own.expected_loss - own.weights_loss)));
+}

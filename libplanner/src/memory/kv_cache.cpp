@@ -133,7 +133,6 @@ KvCacheBytes kv_cache_bytes(const std::vector<LayerCache>& layers, const EngineS
   if (std::max(0, layer_begin) >= end) return out;  // no layer on this device (the context search asks often)
   std::int64_t v_max = 0;  // n_embd_v_gqa_max(): the widest V over all layers
   for (const auto& c : layers) v_max = std::max(v_max, c.v_width);
-  const GgmlType& f32 = engine.type("f32", "state");
   const std::int64_t mem_size = std::max(1, shape.n_seq);
   // Runs of identical consecutive layers are sized once (a transformer's layers mostly are).
   for (int il = std::max(0, layer_begin), run = 1; il < end; il += run) {
@@ -151,8 +150,8 @@ KvCacheBytes kv_cache_bytes(const std::vector<LayerCache>& layers, const EngineS
         [[fallthrough]];  // a parallel hybrid's attention layer also holds the recurrent state (r_width 0 otherwise)
       }
       case LayerKind::recurrent:
-        if (c.r_width > 0) add(out.state, times(tensor_bytes(f32, checked_mul(c.r_width, mem_size, "recurrent state x sequences"), 1, backend), run));
-        if (c.s_width > 0) add(out.state, times(tensor_bytes(f32, checked_mul(c.s_width, mem_size, "recurrent state x sequences"), 1, backend), run));
+        if (c.r_width > 0) add(out.state, times(tensor_bytes(engine.type("f32", "state"), checked_mul(c.r_width, mem_size, "recurrent state x sequences"), 1, backend), run));
+        if (c.s_width > 0) add(out.state, times(tensor_bytes(engine.type("f32", "state"), checked_mul(c.s_width, mem_size, "recurrent state x sequences"), 1, backend), run));
         break;
       case LayerKind::none:
         break;

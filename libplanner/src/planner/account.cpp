@@ -372,12 +372,6 @@ void for_each_main_weights(const Setup& s, const Candidate& c, Put&& put) {
   put_nonzero(s.host_pool, c.weight_bytes.host, "weights_host");
 }
 
-void add_weights(const Setup& s, const Candidate& c, std::vector<Setup::PoolSums>& sums) {
-  for_each_main_weights(s, c, [&](const std::string& pool, const Figure& f, const char* what) {
-    if (const size_t i = s.pool_index(pool); i < sums.size()) sums[i].add(f, what);
-  });
-}
-
 // A candidate with weights in RAM on one GPU: what its allocations other than the main weights depend on, beyond the
 // cache types, flash attention and context: where its layers' KV lives (the first GPU layer, the output layer) and
 // the host matrices its GPU copies (their digest, and the largest: placed_compute). The placement search asks the
@@ -415,13 +409,17 @@ const std::vector<Setup::PoolSums>& rest_sums(const Setup& s, const Candidate& c
 // The tightest headroom at `ctx` over every pool, or over the devices only (not host RAM).
 Bytes headroom_at(const Setup& s, const Candidate& c, int ctx, bool devices_only = false) {
   std::vector<Setup::PoolSums> own;
-  std::vector<Setup::PoolSums> sums = rest_sums(s, c, ctx, own);
-  add_weights(s, c, sums);
+  const std::vector<Setup::PoolSums>& rest = rest_sums(s, c, ctx, own);
   Bytes least = std::numeric_limits<Bytes>::max();
   for (size_t i = 0; i < s.pools.size(); ++i) {
     if (devices_only && s.pools[i].kind == "host") continue;
+    Setup::PoolSums sum;  // the rest's, and the main weights in this pool (the rest is not copied: the search asks often)
+    sum.bytes = rest[i].bytes, sum.high = rest[i].high;
+    for_each_main_weights(s, c, [&](const std::string& pool, const Figure& f, const char* what) {
+      if (s.pool_index(pool) == i) sum.add(f, what);
+    });
     PoolUsage u;
-    u.allocations = sums[i].bytes, u.allocations_high = sums[i].high;
+    u.allocations = sum.bytes, u.allocations_high = sum.high;
     least = std::min(least, pool_usage(s.pools[i], u).headroom);
   }
   return least;
@@ -504,28 +502,27 @@ Option ranked_account(const Setup& s, const Candidate& c, int ctx, SpeedInputs& 
     o.allocations.clear();
     return o;
   }
-  std::vector<Setup::PoolSums> sums = rest;
-  for (auto& p : sums) p.reads.weights_in_ram = std::max<Bytes>(0, p.reads.weights_in_ram - (p.weights_in_ram ? lookup : 0));
+  const ContextShape shape = main_shape(s, c, ctx);
+  Option o = option_header(s, c, shape, ctx);
   speed = SpeedInputs{};
+  o.pools.resize(s.pools.size());
+  speed.pools.reserve(s.pools.size());
+  for (size_t i = 0; i < s.pools.size(); ++i) {  // the rest's sums, then the main weights added as PoolSums::add does
+    o.pools[i].pool = s.pools[i].id;
+    o.pools[i].allocations = rest[i].bytes, o.pools[i].allocations_high = rest[i].high;
+    speed.pools.push_back(rest[i].reads);
+    speed.pools[i].weights_in_ram = std::max<Bytes>(0, rest[i].reads.weights_in_ram - (rest[i].weights_in_ram ? lookup : 0));
+  }
   for_each_main_weights(s, c, [&](const std::string& pool, const Figure& f, const char* what) {
     speed.main_weights += f.bytes;
     if (std::string_view(what) == "weights") speed.main_weights_on_devices += f.bytes;
     const size_t i = s.pool_index(pool);
-    if (i >= sums.size()) return;
-    sums[i].add(f, what);
-    sums[i].reads.add(what, f.bytes, lookup, s.pools[i].kind == "host");
+    if (i >= o.pools.size()) return;
+    o.pools[i].allocations = checked_add(o.pools[i].allocations, f.bytes, what);
+    o.pools[i].allocations_high = checked_add(o.pools[i].allocations_high, f.high, what);
+    speed.pools[i].add(what, f.bytes, lookup, s.pools[i].kind == "host");
   });
-  const ContextShape shape = main_shape(s, c, ctx);
-  Option o = option_header(s, c, shape, ctx);
-  o.pools.reserve(s.pools.size());
-  speed.pools.reserve(s.pools.size());
-  for (size_t i = 0; i < s.pools.size(); ++i) {
-    PoolUsage u;
-    u.pool = s.pools[i].id;
-    u.allocations = sums[i].bytes, u.allocations_high = sums[i].high;
-    o.pools.push_back(pool_usage(s.pools[i], u));
-    speed.pools.push_back(sums[i].reads);
-  }
+  for (size_t i = 0; i < s.pools.size(); ++i) o.pools[i] = pool_usage(s.pools[i], std::move(o.pools[i]));
   return o;
 }
 

@@ -67,9 +67,15 @@ void score(const Setup& s, const Candidate& c, Option& o, bool with_evidence) {
     cell.k = &s.catalog->prior.type(cell.type_k);
     cell.v = &s.catalog->prior.type(cell.type_v);
     it = s.score_cells.emplace(std::make_pair(c.k, c.v), std::move(cell)).first;
-    it->second.evidence = priors::cell_evidence(s.catalog->prior, quality_input(s, c, o, it->second));
+    // the closest measurement is cited by the printed options only: found when their sentences are written
+    it->second.evidence = priors::cell_evidence(s.catalog->prior, quality_input(s, c, o, it->second), /*with_nearest=*/false);
   }
-  o.quality = priors::assess(s.catalog->prior, quality_input(s, c, o, it->second), &it->second.evidence, with_evidence);
+  Setup::ScoreCell& cell = it->second;
+  priors::QualityInput in = quality_input(s, c, o, cell);
+  auto loss = cell.kv_loss_at.find(in.ctx);
+  if (loss == cell.kv_loss_at.end()) loss = cell.kv_loss_at.emplace(in.ctx, priors::kv_loss(s.catalog->prior, in)).first;
+  in.kv_loss = loss->second;
+  o.quality = priors::assess(s.catalog->prior, in, &cell.evidence, with_evidence);
 }
 
 }  // namespace kvplan::detail

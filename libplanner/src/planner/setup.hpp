@@ -156,8 +156,14 @@ struct Setup {
     const TypeSensitivity* k = nullptr;
     const TypeSensitivity* v = nullptr;
     priors::CellEvidence evidence;
+    std::unordered_map<int, double> kv_loss_at;  // the cache loss per context: the same for every format and setting
   };
-  mutable std::map<std::pair<std::string, std::string>, ScoreCell> score_cells;
+  struct NamePairHash {
+    size_t operator()(const std::pair<std::string, std::string>& p) const {
+      return std::hash<std::string>{}(p.first) * 31 + std::hash<std::string>{}(p.second);
+    }
+  };
+  mutable std::unordered_map<std::pair<std::string, std::string>, ScoreCell, NamePairHash> score_cells;
   // Weight bytes per (format, placement): the placement search asks for the same layers' split once per K/V pair.
   using WeightsKey = std::tuple<const WeightFormat*, int, int, bool>;
   mutable std::map<WeightsKey, WeightBytes> weights_memo;
@@ -219,6 +225,7 @@ struct Setup {
   mutable std::unordered_map<KvKey, KvCacheBytes, FlatKeyHash> kv_memo;
   KvCacheBytes kv(const ModelSpec& m, const ContextShape& sh, const GgmlType& tk, const GgmlType& tv, bool fa, const BackendSpec& b,
                   int layer_begin = 0, int layer_end = -1) const {
+    if (layer_end == 0) return {};  // no layer in the range: every layer on the GPU leaves none in RAM (asked at each probe)
     const KvKey key{{&m, &b, &tk, &tv}, {sh.n_ctx_seq, sh.n_stream, sh.swa_cells, sh.n_seq, layer_begin, layer_end, fa ? 1 : 0}};
     auto it = kv_memo.find(key);
     if (it == kv_memo.end())

@@ -7,6 +7,7 @@
 // defective codebook (turbo4 as measured) is an analog of itself only.
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 #include <utility>
 #include <vector>
 
@@ -34,34 +35,18 @@ bool same_kind(const TypeSensitivity& want, const TypeSensitivity& row, bool k_r
   return any_codebook || want.codebook == row.codebook;
 }
 
-struct Cell {
-  const PriorParams& p;
-  const TypeSensitivity& k;
-  const TypeSensitivity& v;
-  const std::string& family;
-  bool rot_k;
-  bool rotation_matters() const { return priors::rotation_matters(k); }
-  // the row's type is the cell's: by index where the loader set one (a cell reads every row), else by name
-  bool same_type(int index, const std::string& name, const TypeSensitivity& t) const {
-    return index >= 0 ? static_cast<size_t>(index) < p.types.size() && &p.types[static_cast<size_t>(index)] == &t : name == t.type;
+// The cell's K and V types against each of the prior's types (by index): bit 0 K, bit 1 V of the same kind with the
+// same codebook, bits 2-3 with any codebook. Worked out once per cell: a cell reads every row, the rows share a few
+// dozen types.
+std::vector<unsigned char> kinds_against(const PriorParams& p, const TypeSensitivity& k, const TypeSensitivity& v) {
+  std::vector<unsigned char> kinds(p.types.size());
+  for (size_t i = 0; i < kinds.size(); ++i) {
+    const TypeSensitivity& t = p.types[i];
+    kinds[i] = static_cast<unsigned char>(same_kind(k, t, true, false) | same_kind(v, t, false, false) << 1 |
+                                          same_kind(k, t, true, true) << 2 | same_kind(v, t, false, true) << 3);
   }
-  bool k_covered_by(const AnalogRow& a) const {
-    return same_type(a.k_index, a.k_type, k) && (!rotation_matters() || a.rot_k == rot_k) && a.family == family;
-  }
-  bool v_covered_by(const AnalogRow& a) const { return same_type(a.v_index, a.v_type, v) && a.family == family; }
-  // tier 0: the same codebooks on this family or on one without its own factor; 1: this family, any codebook of
-  // the same bit class; 2: the same codebooks on any family (a family with its own factor is a proxy of last resort)
-  // ak, av: the row's K and V types (PriorParams::type_at), looked up once per row
-  bool analog(const AnalogRow& a, const TypeSensitivity* ak, const TypeSensitivity* av, int tier) const {
-    if (!ak || !av || a.loss < 0) return false;
-    if (rotation_matters() && a.rot_k != rot_k) return false;
-    const bool any_codebook = tier == 1;
-    if (!same_kind(k, *ak, true, any_codebook) || !same_kind(v, *av, false, any_codebook)) return false;
-    if (tier == 0) return a.family == family || !a.own_factor;
-    if (tier == 1) return a.family == family;
-    return true;
-  }
-};
+  return kinds;
+}
 
 }  // namespace
 
@@ -70,32 +55,36 @@ EvidenceBounds evidence_bounds(const PriorParams& p, const QualityInput& in, boo
   const TypeSensitivity& v = p.type(in.type_v);
   EvidenceBounds out;
   if (!k.quantized() && !v.quantized()) return out;
-  const Cell cell{p, k, v, in.model->family, rot_k};
+  // the rows as index_types() keyed them (the last step of loading the prior): no names compared, a cell reads every row
+  if (p.analog_keys.size() != p.analogs.size()) throw std::logic_error("evidence_bounds: the prior's rows are not indexed (index_types)");
+  const int k_index = static_cast<int>(&k - p.types.data()), v_index = static_cast<int>(&v - p.types.data());
+  const auto fam = std::find(p.analog_families.begin(), p.analog_families.end(), in.model->family);
+  const int family = fam == p.analog_families.end() ? -1 : static_cast<int>(fam - p.analog_families.begin());
+  const bool rotation = rotation_matters(k);  // the row's K rotation must be the cell's
   bool k_covered = !k.quantized(), v_covered = !v.quantized();
-  for (const auto& a : p.analogs) {
-    if (k_covered && v_covered) break;
-    k_covered = k_covered || cell.k_covered_by(a);
-    v_covered = v_covered || cell.v_covered_by(a);
+  for (size_t i = 0; i < p.analogs.size() && !(k_covered && v_covered); ++i) {
+    const PriorParams::AnalogKey& key = p.analog_keys[i];
+    if (key.family != family) continue;
+    k_covered = k_covered || (key.k == k_index && (!rotation || p.analogs[i].rot_k == rot_k));
+    v_covered = v_covered || key.v == v_index;
   }
   if (k_covered && v_covered) return out;
   out.extrapolated = true;
 
-  // Each analog says how far off the prior was on its own cell (measured / predicted there).
-  std::vector<std::pair<const TypeSensitivity*, const TypeSensitivity*>> types;
-  types.reserve(p.analogs.size());
-  // by the indices index_types() set when the prior was built (the last step of loading it; the names are checked
-  // there), not by name: a cell reads every row
-  auto type_of = [&](int index, const std::string& name) {
-    return index >= 0 && static_cast<size_t>(index) < p.types.size() ? &p.types[static_cast<size_t>(index)] : p.type_at(index, name);
-  };
-  for (const auto& a : p.analogs) types.emplace_back(type_of(a.k_index, a.k_type), type_of(a.v_index, a.v_type));
+  // Each analog says how far off the prior was on its own cell (measured / predicted there). Tier 0: the same
+  // codebooks on this family or on one without its own factor; 1: this family, any codebook of the same bit class;
+  // 2 (when neither finds one): the same codebooks on any family (a family with its own factor is a proxy of last resort).
+  const std::vector<unsigned char> kinds = kinds_against(p, k, v);
   double lo = INFINITY, hi = 0;
   for (int pass = 0; pass < 2 && out.analogs.empty(); ++pass) {
     for (size_t i = 0; i < p.analogs.size(); ++i) {
+      const PriorParams::AnalogKey& key = p.analog_keys[i];
       const AnalogRow& a = p.analogs[i];
-      const auto [ak, av] = types[i];
-      if (a.predicted <= 0) continue;
-      if (!(pass == 0 ? cell.analog(a, ak, av, 0) || cell.analog(a, ak, av, 1) : cell.analog(a, ak, av, 2))) continue;
+      if (!key.usable || (rotation && a.rot_k != rot_k)) continue;
+      const unsigned char row_k = kinds[static_cast<size_t>(key.k)], row_v = kinds[static_cast<size_t>(key.v)];
+      const bool same_codebooks = (row_k & 1) && (row_v & 2), same_bits = (row_k & 4) && (row_v & 8);
+      const bool same_family = key.family == family;
+      if (!(pass == 0 ? (same_codebooks && (same_family || !a.own_factor)) || (same_bits && same_family) : same_codebooks)) continue;
       const double ratio = a.loss / a.predicted;
       hi = std::max(hi, ratio);
       if (!a.upper) lo = std::min(lo, ratio);

@@ -196,12 +196,13 @@ Risk risk_band(const PriorParams& p, double loss) {
   return Risk::avoid;
 }
 
-CellEvidence cell_evidence(const PriorParams& p, const QualityInput& in) {
+CellEvidence cell_evidence(const PriorParams& p, const QualityInput& in, bool with_nearest) {
   const bool rot_k = k_sensitivity(p, in).always_rotated() || in.rotation;
   CellEvidence out;
   // The user's own rows cover their model; otherwise a cell no fitted row measures is bounded by its analogs.
   if (!p.calibration(in.model->id)) out.bounds = evidence_bounds(p, in, rot_k);
-  out.nearest = nearest_measurement(p, in, rot_k);
+  out.nearest_known = with_nearest;
+  if (with_nearest) out.nearest = nearest_measurement(p, in, rot_k);
   return out;
 }
 
@@ -216,7 +217,7 @@ Quality assess(const PriorParams& p, const QualityInput& in, const CellEvidence*
   const CellEvidence& known = cell ? *cell : own;
   Quality q;
   q.task_factor = in.task->factor_at(in.ctx);
-  q.kv_loss = kv_loss(p, in);
+  q.kv_loss = in.kv_loss >= 0 ? in.kv_loss : kv_loss(p, in);
   // weight losses are measured on LLaMA-3-8B: scaled by (8/N)^0.5 within [0.4, 4] (unchanged from model version 1)
   const double sw = std::clamp(std::pow(p.weight_loss_ref_b / n_b, 0.5), 0.4, 4.0);
   q.weights_loss = in.weights->rel_loss * sw;
@@ -248,7 +249,7 @@ Quality assess(const PriorParams& p, const QualityInput& in, const CellEvidence*
   // general findings that apply.
   if (cal)
     for (const auto& e : cal->evidence) q.evidence.push_back(e);
-  if (const MeasuredEvidence* e = known.nearest)
+  if (const MeasuredEvidence* e = known.nearest_known ? known.nearest : nearest_measurement(p, in, rot_k))
     q.evidence.push_back("Closest measurement: " + e->text + " [" + e->source + "]");
   if (q.extrapolated) q.evidence.push_back(extrapolation_sentence(p, in, rot_k, bounds));
   auto cite = [&](const std::string& id) {

@@ -19,6 +19,7 @@ struct QualityInput {
   const TypeSensitivity* v_sensitivity = nullptr;
   int ctx = 0;
   bool rotation = false;     // the engine rotates quantized K/V for this model (build rule kv_rotation)
+  double kv_loss = -1;       // kv_loss(prior, *this) when the caller has it (< 0: worked out here)
   const TaskProfile* task = nullptr;
 };
 
@@ -48,8 +49,10 @@ inline bool rotation_matters(const TypeSensitivity& k) { return k.quantized() &&
 struct CellEvidence {
   EvidenceBounds bounds;
   const MeasuredEvidence* nearest = nullptr;
+  bool nearest_known = true;  // false: not looked for; assess() finds it when it writes the sentences
 };
-CellEvidence cell_evidence(const PriorParams& prior, const QualityInput& in);
+// with_nearest false: the closest measurement is left to assess() (only the printed options cite it)
+CellEvidence cell_evidence(const PriorParams& prior, const QualityInput& in, bool with_nearest = true);
 
 // `cell`: cell_evidence(prior, in) when the caller has it (nullptr: worked out here).
 // with_evidence false: the figures only (the ranker sizes ~200 candidates and prints five; their sentences and the
