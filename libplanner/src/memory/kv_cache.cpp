@@ -131,8 +131,9 @@ KvCacheBytes kv_cache_bytes(const std::vector<LayerCache>& layers, const EngineS
   const int end = layer_end < 0 ? n_layer : std::min(layer_end, n_layer);
   KvCacheBytes out;
   if (std::max(0, layer_begin) >= end) return out;  // no layer on this device (the context search asks often)
-  std::int64_t v_max = 0;  // n_embd_v_gqa_max(): the widest V over all layers
-  for (const auto& c : layers) v_max = std::max(v_max, c.v_width);
+  std::int64_t v_max = 0;  // n_embd_v_gqa_max(): the widest V over all layers (read without flash attention only)
+  if (!flash_attn)
+    for (const auto& c : layers) v_max = std::max(v_max, c.v_width);
   const std::int64_t mem_size = std::max(1, shape.n_seq);
   // Runs of identical consecutive layers are sized once (a transformer's layers mostly are).
   for (int il = std::max(0, layer_begin), run = 1; il < end; il += run) {

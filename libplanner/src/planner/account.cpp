@@ -490,18 +490,25 @@ Option account(const Setup& s, const Candidate& c, int ctx) {
 }
 
 
+namespace {
+// ranked_account from the allocation list, where the pool sums cannot say what a token reads.
+Option ranked_from_list(const Setup& s, const Candidate& c, int ctx, SpeedInputs& speed) {
+  Option o = account(s, c, ctx);
+  speed = speed_inputs(s, c, o);
+  o.allocations.clear();
+  return o;
+}
+}  // namespace
+
 Option ranked_account(const Setup& s, const Candidate& c, int ctx, SpeedInputs& speed) {
   if (s.own_memory) throw std::logic_error("ranked_account: an engine that sizes its own memory has no pool sums");
   std::vector<Setup::PoolSums> own;
   const std::vector<Setup::PoolSums>& rest = rest_sums(s, c, ctx, own);
   const Bytes lookup = c.weight_bytes.lookup_host;
   // each weights_host figure is less the token_embd rows on its own (speed_inputs): a pool's sum of several cannot be
-  if (std::any_of(rest.begin(), rest.end(), [](const Setup::PoolSums& p) { return p.weights_in_ram > 1; })) {
-    Option o = account(s, c, ctx);
-    speed = speed_inputs(s, c, o);
-    o.allocations.clear();
-    return o;
-  }
+  // (returned as a temporary, so that the option below is built in place: the ranker sizes every candidate)
+  if (std::any_of(rest.begin(), rest.end(), [](const Setup::PoolSums& p) { return p.weights_in_ram > 1; }))
+    return ranked_from_list(s, c, ctx, speed);
   const ContextShape shape = main_shape(s, c, ctx);
   Option o = option_header(s, c, shape, ctx);
   speed = SpeedInputs{};
