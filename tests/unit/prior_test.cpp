@@ -655,9 +655,9 @@ TEST_CASE("the evidence search reads the rows as index_types() keyed them; a pri
   INFO(in.model->id << " K " << in.type_k << " V " << in.type_v);
   REQUIRE(indexed.extrapolated);
   REQUIRE_FALSE(indexed.analogs.empty());
-  PriorParams copy = c.prior;  // its keys point at positions, not at the original's rows
-  REQUIRE(copy.analog_keys.size() == copy.analogs.size());
-  copy.analog_keys.clear();
+  PriorParams copy = c.prior;  // its indices are positions, not the original's rows
+  REQUIRE_FALSE(copy.analog_families.empty());
+  copy.analog_families.clear();
   CHECK_THROWS_AS(priors::evidence_bounds(copy, in, true), std::logic_error);
   copy.index_types();
   const priors::EvidenceBounds again = priors::evidence_bounds(copy, in, true);
@@ -665,14 +665,11 @@ TEST_CASE("the evidence search reads the rows as index_types() keyed them; a pri
   CHECK(again.hi == indexed.hi);
   REQUIRE(again.analogs.size() == indexed.analogs.size());
   for (size_t i = 0; i < again.analogs.size(); ++i) CHECK(again.analogs[i]->id == indexed.analogs[i]->id);
-  // each key names its own row's family and types
-  for (size_t i = 0; i < copy.analogs.size(); ++i) {
-    const auto& key = copy.analog_keys[i];
-    const AnalogRow& a = copy.analogs[i];
-    CHECK(copy.analog_families.at(static_cast<size_t>(key.family)) == a.family);
-    CHECK(key.usable == (key.k >= 0 && key.v >= 0 && a.loss >= 0 && a.predicted > 0));
-    if (key.k >= 0) CHECK(copy.types.at(static_cast<size_t>(key.k)).type == a.k_type);
-    if (key.v >= 0) CHECK(copy.types.at(static_cast<size_t>(key.v)).type == a.v_type);
+  // each row's indices name its own family and types
+  for (const AnalogRow& a : copy.analogs) {
+    CHECK(copy.analog_families.at(static_cast<size_t>(a.family_index)) == a.family);
+    if (a.k_index >= 0) CHECK(copy.types.at(static_cast<size_t>(a.k_index)).type == a.k_type);
+    if (a.v_index >= 0) CHECK(copy.types.at(static_cast<size_t>(a.v_index)).type == a.v_type);
   }
 }
 

@@ -462,6 +462,7 @@ struct AnalogRow {
   bool upper = false;      // the measurement is an upper bound
   int k_index = -1, v_index = -1;  // k_type, v_type in PriorParams::types (index_types); -1: looked up by name
   bool own_factor = false;         // the family has a factor of its own (PriorParams::families; index_types)
+  int family_index = -1;           // family in PriorParams::analog_families (index_types): compared without its name
 };
 struct Evidence {
   bool operator==(const Evidence&) const = default;
@@ -510,16 +511,7 @@ struct PriorParams {
   const FamilyFactor* family(const std::string& name) const;
   const Evidence* find_evidence(const std::string& id) const;
   const ModelCalibration* calibration(const std::string& model_id) const;
-  // Each analog row as the evidence search compares it, by position (analog_keys[i] is analogs[i]): its types'
-  // indices, its family's index in analog_families, and whether it can bound a cell at all (a measured loss, a
-  // prediction, both types known). Built by index_types().
-  struct AnalogKey {
-    bool operator==(const AnalogKey&) const = default;
-    int k = -1, v = -1, family = -1;
-    bool usable = false;
-  };
-  std::vector<AnalogKey> analog_keys;
-  std::vector<std::string> analog_families;
+  std::vector<std::string> analog_families;  // the analog rows' families, each once (AnalogRow::family_index; index_types)
   // Each row's K and V type by position, so that the ranker's evidence search compares no type names (after loading).
   void index_types();
   // The cache type named `name` (at `index` when that is still it), or nullptr; type() throws for an unknown one.

@@ -279,12 +279,11 @@ void PriorParams::index_types() {
   };
   for (auto& a : analogs) a.k_index = index_of(a.k_type), a.v_index = index_of(a.v_type), a.own_factor = family(a.family) != nullptr;
   for (auto& m : measured) m.k_index = index_of(m.k_type), m.v_index = index_of(m.v_type);
-  analog_keys.clear(), analog_families.clear();
-  for (const auto& a : analogs) {
+  analog_families.clear();
+  for (auto& a : analogs) {
     auto fam = std::find(analog_families.begin(), analog_families.end(), a.family);
     if (fam == analog_families.end()) fam = analog_families.insert(fam, a.family);
-    analog_keys.push_back({a.k_index, a.v_index, static_cast<int>(fam - analog_families.begin()),
-                           a.k_index >= 0 && a.v_index >= 0 && a.loss >= 0 && a.predicted > 0});
+    a.family_index = static_cast<int>(fam - analog_families.begin());
   }
 }
 const TypeSensitivity* PriorParams::type_at(int index, const std::string& name) const {

@@ -56,17 +56,17 @@ EvidenceBounds evidence_bounds(const PriorParams& p, const QualityInput& in, boo
   EvidenceBounds out;
   if (!k.quantized() && !v.quantized()) return out;
   // the rows as index_types() keyed them (the last step of loading the prior): no names compared, a cell reads every row
-  if (p.analog_keys.size() != p.analogs.size()) throw std::logic_error("evidence_bounds: the prior's rows are not indexed (index_types)");
+  if (!p.analogs.empty() && p.analog_families.empty()) throw std::logic_error("evidence_bounds: the prior's rows are not indexed (index_types)");
   const int k_index = static_cast<int>(&k - p.types.data()), v_index = static_cast<int>(&v - p.types.data());
   const auto fam = std::find(p.analog_families.begin(), p.analog_families.end(), in.model->family);
   const int family = fam == p.analog_families.end() ? -1 : static_cast<int>(fam - p.analog_families.begin());
   const bool rotation = rotation_matters(k);  // the row's K rotation must be the cell's
   bool k_covered = !k.quantized(), v_covered = !v.quantized();
   for (size_t i = 0; i < p.analogs.size() && !(k_covered && v_covered); ++i) {
-    const PriorParams::AnalogKey& key = p.analog_keys[i];
-    if (key.family != family) continue;
-    k_covered = k_covered || (key.k == k_index && (!rotation || p.analogs[i].rot_k == rot_k));
-    v_covered = v_covered || key.v == v_index;
+    const AnalogRow& a = p.analogs[i];
+    if (a.family_index != family) continue;
+    k_covered = k_covered || (a.k_index == k_index && (!rotation || a.rot_k == rot_k));
+    v_covered = v_covered || a.v_index == v_index;
   }
   if (k_covered && v_covered) return out;
   out.extrapolated = true;
@@ -78,12 +78,12 @@ EvidenceBounds evidence_bounds(const PriorParams& p, const QualityInput& in, boo
   double lo = INFINITY, hi = 0;
   for (int pass = 0; pass < 2 && out.analogs.empty(); ++pass) {
     for (size_t i = 0; i < p.analogs.size(); ++i) {
-      const PriorParams::AnalogKey& key = p.analog_keys[i];
       const AnalogRow& a = p.analogs[i];
-      if (!key.usable || (rotation && a.rot_k != rot_k)) continue;
-      const unsigned char row_k = kinds[static_cast<size_t>(key.k)], row_v = kinds[static_cast<size_t>(key.v)];
+      // a row bounds a cell with a measured loss, a prediction and both types known
+      if (a.k_index < 0 || a.v_index < 0 || a.loss < 0 || a.predicted <= 0 || (rotation && a.rot_k != rot_k)) continue;
+      const unsigned char row_k = kinds[static_cast<size_t>(a.k_index)], row_v = kinds[static_cast<size_t>(a.v_index)];
       const bool same_codebooks = (row_k & 1) && (row_v & 2), same_bits = (row_k & 4) && (row_v & 8);
-      const bool same_family = key.family == family;
+      const bool same_family = a.family_index == family;
       if (!(pass == 0 ? (same_codebooks && (same_family || !a.own_factor)) || (same_bits && same_family) : same_codebooks)) continue;
       const double ratio = a.loss / a.predicted;
       hi = std::max(hi, ratio);
