@@ -244,7 +244,7 @@ std::string layers_that_fit(const Setup& s, const Candidate& closest_candidate, 
   auto fits_with = [&](int ngl) {
     alt.placement = Placement::for_request(m, ngl, r.n_cpu_moe, s.engine->rule_holds("ngl_counts_output"));
     alt.placement.split_points = s.placement.split_points;  // the same GPUs, the same split
-    c.weight_bytes = weight_bytes(m, *c.weights, *alt.engine, *alt.backend, alt.placement);
+    c.weight_bytes = std::make_shared<const WeightBytes>(weight_bytes(m, *c.weights, *alt.engine, *alt.backend, alt.placement));
     return account(alt, c, closest.ctx_size).fits();
   };
   if (!fits_with(0)) return {};

@@ -281,13 +281,13 @@ TEST_CASE("GraphReuse: a graph used again with another format's host copies equa
     GraphReuse reuse;
     for (size_t i : detail::settings_major(candidates)) {  // as plan() asks them
       const auto placed = detail::offloaded(s, candidates[i], 8192);
-      if (!placed || placed->weight_bytes.host_weights.empty()) continue;
+      if (!placed || placed->weight_bytes->host_weights.empty()) continue;
       const ModelSpec& m = *s.model;
       const GgmlType& tk = placed->ggml_k(*s.engine);
       const GgmlType& tv = placed->ggml_v(*s.engine);
       for (const int ctx : {4096, 8192}) {
         const auto shape = context_shape(m, *s.engine, ctx, 1, false, 512, 2048, false, placed->flash_attn);
-        const HostResident host{&placed->weight_bytes.host_weights, placed->placement.first_gpu_layer > 0 ? m.layers : 0};
+        const HostResident host{&placed->weight_bytes->host_weights, placed->placement.first_gpu_layer > 0 ? m.layers : 0};
         const ComputeBytes fresh = compute_bytes(layer_caches(m, *s.engine), m, *s.engine, shape, tk, tv, placed->flash_attn,
                                                  *s.backend, true, 1, host);
         const ComputeBytes reused = compute_bytes(layer_caches(m, *s.engine), m, *s.engine, shape, tk, tv, placed->flash_attn,
@@ -353,7 +353,7 @@ TEST_CASE("offloaded: the most layers on the GPU, as a scan of every -ngl finds 
         auto fits = [&](int ngl) {
           detail::Candidate x = cand;
           x.placement = Placement::for_request(m, ngl, std::nullopt, counts_output);
-          x.weight_bytes = detail::candidate_weight_bytes(s, *cand.weights, x.placement);
+          x.weight_bytes = std::make_shared<const WeightBytes>(detail::candidate_weight_bytes(s, *cand.weights, x.placement));
           x.placed_by_kvplan = true;
           return detail::devices_headroom(s, x, ctx) >= 0;
         };

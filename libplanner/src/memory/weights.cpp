@@ -20,16 +20,33 @@ constexpr std::string_view kTiedOutputCopy = "output.weight (copy of token_embd)
 // src/llama-quant.cpp use_more_bits: the first and last eighth of the layers and every third in between.
 bool use_more_bits(int i, int n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
 
-bool layer_selected(const TensorTypeRule& r, int il, int n_layer) {
-  if (r.layers == "all") return true;
-  if (il < 0) return false;  // a per-layer selector never matches token_embd/output
-  if (r.layers == "more_bits") return use_more_bits(il, n_layer);
-  if (r.layers == "first_eighth") return il < n_layer / 8;
-  if (r.layers == "first_sixteenth") return il < n_layer / 16;
-  if (r.layers == "first_n") return il < r.first_n;
-  if (r.layers == "middle") return il >= n_layer / 8 && il < 7 * n_layer / 8;  // IQ3_XS ffn_gate/ffn_up
-  return false;
+// A rule's layer selector (TensorTypeRule::layers), read once per rule: a 64-layer model asks it per layer and rule.
+enum class LayerSet : unsigned char { all, more_bits, first_eighth, first_sixteenth, first_n, middle, none };
+
+LayerSet layer_set(const std::string& layers) {
+  if (layers == "all") return LayerSet::all;
+  if (layers == "more_bits") return LayerSet::more_bits;
+  if (layers == "first_eighth") return LayerSet::first_eighth;
+  if (layers == "first_sixteenth") return LayerSet::first_sixteenth;
+  if (layers == "first_n") return LayerSet::first_n;
+  if (layers == "middle") return LayerSet::middle;
+  return LayerSet::none;
 }
+
+bool layer_selected(LayerSet set, int first_n, int il, int n_layer) {
+  if (set == LayerSet::all) return true;
+  if (il < 0) return false;  // a per-layer selector never matches token_embd/output
+  switch (set) {
+    case LayerSet::more_bits: return use_more_bits(il, n_layer);
+    case LayerSet::first_eighth: return il < n_layer / 8;
+    case LayerSet::first_sixteenth: return il < n_layer / 16;
+    case LayerSet::first_n: return il < first_n;
+    case LayerSet::middle: return il >= n_layer / 8 && il < 7 * n_layer / 8;  // IQ3_XS ffn_gate/ffn_up
+    default: return false;
+  }
+}
+
+bool layer_selected(const TensorTypeRule& r, int il, int n_layer) { return layer_selected(layer_set(r.layers), r.first_n, il, n_layer); }
 
 // Routed-expert weights (3-D in the GGUF: one matrix per expert).
 bool is_routed_expert(std::string_view base_name) {
@@ -441,14 +458,14 @@ struct WeightSums {
   // does not depend on which of them are in RAM, and the placement search shares one graph per weight format.
   void add_host_weight(int il, const SizedWeights::Matrix& matrix, int n_layer) {
     const int layer = il < 0 ? n_layer : HostWeight::kEveryLayer;
-    const std::string& base = matrix.base;
+    const std::string_view base = matrix.base;
     const Bytes bytes = matrix.gpu_bytes;
     for (auto& w : host_weights)
       if (w.il == layer && w.base == base) {
         w.bytes = std::max(w.bytes, bytes);
         return;
       }
-    host_weights.push_back({layer, base, bytes});
+    host_weights.push_back({layer, std::string(base), bytes});
   }
 
   void add(int device, const SizedWeights::Part& t) {
@@ -516,7 +533,9 @@ namespace {
 // same class gets them again under its own index instead of being typed and sized tensor by tensor.
 class LayerRepeats {
  public:
-  explicit LayerRepeats(SizedWeights& out) : out_(out) {}
+  LayerRepeats(SizedWeights& out, const WeightFormat& f) : out_(out) {
+    for (const auto& r : f.rules) sets_.push_back(layer_set(r.layers));
+  }
 
   // Whether layer il repeats a class already sized (its parts and matrices then added); else size() must follow.
   bool repeat(const ModelSpec& m, const WeightFormat& f, int il) {
@@ -547,7 +566,7 @@ class LayerRepeats {
     scratch_.kv_heads = m.kv_heads_per_layer.empty() ? m.kv_heads : m.kv_heads_per_layer.at(static_cast<size_t>(il));
     scratch_.ff = m.ff_at(il);
     scratch_.selected.clear();
-    for (const auto& r : f.rules) scratch_.selected.push_back(layer_selected(r, il, m.layers) ? 1 : 0);
+    for (size_t i = 0; i < f.rules.size(); ++i) scratch_.selected.push_back(layer_selected(sets_[i], f.rules[i].first_n, il, m.layers) ? 1 : 0);
   }
 
   void copy(const Run& run, int il) {
@@ -563,6 +582,7 @@ class LayerRepeats {
   SizedWeights& out_;
   LayerClass scratch_;
   std::vector<Run> runs_;
+  std::vector<LayerSet> sets_;  // each format rule's selector
 };
 }  // namespace
 
@@ -606,7 +626,7 @@ SizedWeights sized_weights(const ModelSpec& m, const WeightFormat& format, const
     if (nrows > 1 && !t.token_embd) t.largest_cpu_matrix = t.cpu_raw;
     t.first_matrix = static_cast<int>(out.matrices.size());
     if (nrows > 1 && gpu_backend && !matrix.empty() && matrix != "token_embd") {
-      out.matrices.push_back({std::string(matrix), on_gpu.bytes});
+      out.matrices.push_back({matrix, on_gpu.bytes});
       t.n_matrices = 1;
     }
     if (names) {
@@ -645,7 +665,7 @@ SizedWeights sized_weights(const ModelSpec& m, const WeightFormat& format, const
     return out;
   }
   RecipeTensors<decltype(keep_recipe)> recipe(m, typer, keep_recipe);
-  LayerRepeats repeats(out);
+  LayerRepeats repeats(out, format);
   recipe.head();
   for (int il = 0; il < m.layers; ++il)
     if (!repeats.repeat(m, format, il)) repeats.size([&] { recipe.layer(il); });

@@ -3,6 +3,7 @@
 // then only places them (a 94-layer MoE has ~1,100 tensors; the search tries a dozen placements per format).
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kvplan/plan.hpp"
@@ -22,9 +23,11 @@ struct SizedWeights {
     int first_matrix = 0, n_matrices = 0;  // its matmul weights in `matrices`
   };
   // A matmul weight as the GPU's copy of it when it lives in RAM (op offload): its name within the layer
-  // ("ffn_up", "output") and its bytes in the GPU backend's buffer. Kept only for a GPU backend.
+  // ("ffn_up", "output") and its bytes in the GPU backend's buffer. Kept only for a GPU backend. The name is a view:
+  // a literal of the recipe or a part of the model's own tensor name (no SizedWeights outlives its model), not a
+  // copy per tensor (a 64-layer model has ~450 matrices per format, and the ranker sizes every format).
   struct Matrix {
-    std::string base;
+    std::string_view base;
     Bytes gpu_bytes = 0;
   };
   std::vector<Part> parts;

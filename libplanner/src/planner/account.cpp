@@ -2,6 +2,7 @@
 // largest_fitting_ctx(): the inverse, the longest context at which a candidate fits.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <optional>
 #include <stdexcept>
@@ -233,13 +234,13 @@ ComputeBytes placed_compute(const Setup& s, const Candidate& c, const ContextSha
   // (every layer's, as the weights: layers are alike, so the search over -ngl shares one graph)
   const int kv_layers = op_offload && place.first_gpu_layer > 0 ? m.layers : 0;
   ComputeBytes compute = s.compute(m, shape, tk, tv, c.flash_attn, *s.backend, true, sched_copies(s),
-                                   op_offload ? &c.weight_bytes : nullptr, kv_layers);
+                                   op_offload ? c.weight_bytes.get() : nullptr, kv_layers);
   // Partial offload is checked against few GPU logs (tests/validation/gpu_logs: -ngl 16, 7 and 0 and --n-cpu-moe),
   // and the copies' rows are placed, not measured: the upper bound stays widened by half (docs/formulas.md §9).
   if (gpu) compute.device.high += compute.device.high / 2;
-  const bool copies_in_graph = compute.from_graph && (!c.weight_bytes.host_weights.empty() || s.backend->id == "metal");
+  const bool copies_in_graph = compute.from_graph && (!c.weight_bytes->host_weights.empty() || s.backend->id == "metal");
   if (op_offload && copies_in_graph) return compute;
-  const Bytes copy = c.weight_bytes.largest_host_matrix;
+  const Bytes copy = c.weight_bytes->largest_host_matrix;
   if (op_offload && s.backend->id != "metal") {
     compute.device.bytes += copy;
     compute.device.unpadded += copy;
@@ -269,7 +270,7 @@ void put_per_gpu(const Setup& s, const Candidate& c, const ContextShape& shape, 
     int begin = last, end = 0;
     for (int il = 0; il < m.layers; ++il)
       if (place.device_of(il) == static_cast<int>(d)) begin = std::min(begin, il), end = std::max(end, il + 1);
-    put("weights", pool, c.weight_bytes.per_device.at(d));
+    put("weights", pool, c.weight_bytes->per_device.at(d));
     if (begin < end) put_kv(s.kv(m, shape, tk, tv, c.flash_attn, *s.backend, begin, end), pool);
     const bool holds_output = place.device_of(last) == static_cast<int>(d);
     if (begin >= end && !holds_output) continue;
@@ -309,19 +310,19 @@ void record_allocations(const Setup& s, const Candidate& c, int ctx, const Conte
   const KvCacheBytes kv = s.kv(m, shape, tk, tv, c.flash_attn, *s.backend, place.first_gpu_layer);
   const KvCacheBytes kv_host = s.kv(m, shape, tk, tv, c.flash_attn, e.backend("cpu"), 0, place.first_gpu_layer);
   const ComputeBytes compute = placed_compute(s, c, shape, tk, tv);
-  auto put = [&](const char* what, const std::string& pool, const Figure& f) {
-    const bool always = (std::string_view(what) == "k_cache" || std::string_view(what) == "v_cache") && pool == s.device_pool;
-    if (f.bytes != 0 || always) record("main", what, pool, f);
+  auto put = [&](const char* what, const std::string& pool, const Figure& f) {  // the names compared only for an empty figure
+    if (f.bytes != 0 || ((std::strcmp(what, "k_cache") == 0 || std::strcmp(what, "v_cache") == 0) && pool == s.device_pool))
+      record("main", what, pool, f);
   };
   auto put_kv = [&](const KvCacheBytes& k, const std::string& pool) { put_kv_parts(k, pool, put); };
   if (s.gpu_pools.size() <= 1) {
-    put("weights", s.device_pool, c.weight_bytes.device);
+    put("weights", s.device_pool, c.weight_bytes->device);
     put_kv(kv, s.device_pool);
     put("compute", s.device_pool, compute.device);
   } else {
     put_per_gpu(s, c, shape, tk, tv, compute, put, put_kv);
   }
-  put("weights_host", s.host_pool, c.weight_bytes.host);
+  put("weights_host", s.host_pool, c.weight_bytes->host);
   put_kv(kv_host, s.host_pool);
   put("compute_host", s.host_pool, compute.host);
   put("output", s.host_pool, output_bytes(m, shape));
@@ -339,8 +340,10 @@ Setup::RestKey rest_key(const Setup& s, const Candidate& c, int ctx) {
 }
 
 bool is_main_weights(const char* component, const char* what) {
-  return std::string_view(component) == "main" && (std::string_view(what) == "weights" || std::string_view(what) == "weights_host");
+  return std::strcmp(component, "main") == 0 && (std::strcmp(what, "weights") == 0 || std::strcmp(what, "weights_host") == 0);
 }
+
+constexpr std::string_view kHostKind = "host";  // Pool::kind of host RAM (compared as a view: no length to count)
 
 // The sums per pool of a llama.cpp candidate's allocations at ctx (without the main model's weights when
 // skip_weights), as sum_pools adds them: a figure of no pool counts in none. With them what a token reads there
@@ -353,7 +356,7 @@ std::vector<Setup::PoolSums> pool_sums(const Setup& s, const Candidate& c, int c
     const size_t i = &pool == &s.device_pool ? device : &pool == &s.host_pool ? host : s.pool_index(pool);
     if (i >= sums.size()) return;
     sums[i].add(f, what);
-    sums[i].weights_in_ram += sums[i].reads.add(what, f.bytes, 0, s.pools[i].kind == "host") ? 1 : 0;
+    sums[i].weights_in_ram += sums[i].reads.add(what, f.bytes, 0, s.pools[i].kind == kHostKind) ? 1 : 0;
   };
   record_allocations(s, c, ctx, main_shape(s, c, ctx), record);
   return sums;
@@ -366,10 +369,10 @@ void for_each_main_weights(const Setup& s, const Candidate& c, Put&& put) {
   auto put_nonzero = [&](const std::string& pool, const Figure& f, const char* what) {
     if (f.bytes != 0) put(pool, f, what);
   };
-  if (s.gpu_pools.size() <= 1) put_nonzero(s.device_pool, c.weight_bytes.device, "weights");
+  if (s.gpu_pools.size() <= 1) put_nonzero(s.device_pool, c.weight_bytes->device, "weights");
   else
-    for (size_t d = 0; d < s.gpu_pools.size(); ++d) put_nonzero(s.gpu_pools[d], c.weight_bytes.per_device.at(d), "weights");
-  put_nonzero(s.host_pool, c.weight_bytes.host, "weights_host");
+    for (size_t d = 0; d < s.gpu_pools.size(); ++d) put_nonzero(s.gpu_pools[d], c.weight_bytes->per_device.at(d), "weights");
+  put_nonzero(s.host_pool, c.weight_bytes->host, "weights_host");
 }
 
 // A candidate with weights in RAM on one GPU: what its allocations other than the main weights depend on, beyond the
@@ -380,7 +383,7 @@ void for_each_main_weights(const Setup& s, const Candidate& c, Put&& put) {
 std::optional<Setup::PlacedRestKey> placed_rest_key(const Setup& s, const Candidate& c, int ctx) {
   const Placement& p = c.placement;
   if (s.gpu_pools.size() > 1 || !p.split_points.empty() || !p.overrides.empty() || !c.type_k || !c.type_v) return std::nullopt;
-  const WeightBytes& w = c.weight_bytes;
+  const WeightBytes& w = *c.weight_bytes;
   return Setup::PlacedRestKey{{c.type_k, c.type_v},
                               {c.flash_attn ? 1 : 0, ctx, p.first_gpu_layer, p.output_on_gpu ? 1 : 0,
                                static_cast<std::int64_t>(w.host_weights_digest), w.largest_host_matrix}};
@@ -412,7 +415,7 @@ Bytes headroom_at(const Setup& s, const Candidate& c, int ctx, bool devices_only
   const std::vector<Setup::PoolSums>& rest = rest_sums(s, c, ctx, own);
   Bytes least = std::numeric_limits<Bytes>::max();
   for (size_t i = 0; i < s.pools.size(); ++i) {
-    if (devices_only && s.pools[i].kind == "host") continue;
+    if (devices_only && s.pools[i].kind == kHostKind) continue;
     Setup::PoolSums sum;  // the rest's, and the main weights in this pool (the rest is not copied: the search asks often)
     sum.bytes = rest[i].bytes, sum.high = rest[i].high;
     for_each_main_weights(s, c, [&](const std::string& pool, const Figure& f, const char* what) {
@@ -438,17 +441,17 @@ namespace {
 
 // Which of the candidate's weight figures a main-weights record is (by address): -1 device, -2 host, d: per_device[d].
 int weights_figure(const Candidate& c, const Figure& f) {
-  if (&f == &c.weight_bytes.device) return -1;
-  if (&f == &c.weight_bytes.host) return -2;
-  return static_cast<int>(&f - c.weight_bytes.per_device.data());
+  if (&f == &c.weight_bytes->device) return -1;
+  if (&f == &c.weight_bytes->host) return -2;
+  return static_cast<int>(&f - c.weight_bytes->per_device.data());
 }
 const Figure& weights_figure(const Candidate& c, int which) {
-  return which == -1 ? c.weight_bytes.device : which == -2 ? c.weight_bytes.host : c.weight_bytes.per_device.at(static_cast<size_t>(which));
+  return which == -1 ? c.weight_bytes->device : which == -2 ? c.weight_bytes->host : c.weight_bytes->per_device.at(static_cast<size_t>(which));
 }
 
 // Every weights figure of the candidate is recorded (a figure of 0 bytes is not): its list has every weights slot.
 bool records_every_weights_figure(const Setup& s, const Candidate& c) {
-  const WeightBytes& w = c.weight_bytes;
+  const WeightBytes& w = *c.weight_bytes;
   if (w.host.bytes == 0) return false;
   if (s.gpu_pools.size() <= 1) return w.device.bytes != 0;
   return std::all_of(w.per_device.begin(), w.per_device.end(), [](const Figure& f) { return f.bytes != 0; });
@@ -504,7 +507,7 @@ Option ranked_account(const Setup& s, const Candidate& c, int ctx, SpeedInputs& 
   if (s.own_memory) throw std::logic_error("ranked_account: an engine that sizes its own memory has no pool sums");
   std::vector<Setup::PoolSums> own;
   const std::vector<Setup::PoolSums>& rest = rest_sums(s, c, ctx, own);
-  const Bytes lookup = c.weight_bytes.lookup_host;
+  const Bytes lookup = c.weight_bytes->lookup_host;
   // each weights_host figure is less the token_embd rows on its own (speed_inputs): a pool's sum of several cannot be
   // (returned as a temporary, so that the option below is built in place: the ranker sizes every candidate)
   if (std::any_of(rest.begin(), rest.end(), [](const Setup::PoolSums& p) { return p.weights_in_ram > 1; }))
@@ -527,7 +530,7 @@ Option ranked_account(const Setup& s, const Candidate& c, int ctx, SpeedInputs& 
     if (i >= o.pools.size()) return;
     o.pools[i].allocations = checked_add(o.pools[i].allocations, f.bytes, what);
     o.pools[i].allocations_high = checked_add(o.pools[i].allocations_high, f.high, what);
-    speed.pools[i].add(what, f.bytes, lookup, s.pools[i].kind == "host");
+    speed.pools[i].add(what, f.bytes, lookup, s.pools[i].kind == kHostKind);
   });
   for (size_t i = 0; i < s.pools.size(); ++i) o.pools[i] = pool_usage(s.pools[i], std::move(o.pools[i]));
   return o;

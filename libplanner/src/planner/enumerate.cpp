@@ -222,9 +222,10 @@ std::vector<Candidate> enumerate(const Setup& s) {
         if (!choices.tied || v == k)
           settings.push_back(Setting{k, v, fa, check_candidate(s, choices, k, v, fa), ggml(k, "--cache-type-k"), ggml(v, "--cache-type-v")});
   std::vector<Candidate> candidates;
+  candidates.reserve(formats.size() * settings.size());
   std::vector<engines::PairCheck> refusals;
   for (const auto* f : formats) {
-    const WeightBytes wb = candidate_weight_bytes(s, *f, s.placement);
+    const auto wb = std::make_shared<const WeightBytes>(candidate_weight_bytes(s, *f, s.placement));
     for (const auto& [k, v, fa, check, type_k, type_v] : settings) {
       if (!check.ok && !(check.slow && s.request.allow_slow)) {
         if (f == formats.front()) refusals.push_back(check);

@@ -13,7 +13,7 @@ Candidate placed(const Setup& s, const Candidate& c, bool experts, int n) {
   const bool counts_output = s.engine->rule_holds("ngl_counts_output");
   x.placement = experts ? Placement::for_request(*s.model, std::nullopt, n, counts_output)
                         : Placement::for_request(*s.model, n, std::nullopt, counts_output);
-  x.weight_bytes = candidate_weight_bytes(s, *c.weights, x.placement);
+  x.weight_bytes = std::make_shared<const WeightBytes>(candidate_weight_bytes(s, *c.weights, x.placement));
   x.placed_by_kvplan = true;
   return x;
 }

@@ -45,7 +45,7 @@ priors::QualityInput quality_input(const Setup& s, const Candidate& c, const Opt
   priors::QualityInput in;
   in.model = s.model;
   in.weights = c.weights;
-  in.weights_bpw = weights_bpw(*s.model, c.weight_bytes);
+  in.weights_bpw = weights_bpw(*s.model, *c.weight_bytes);
   in.type_k = cell.type_k;
   in.type_v = cell.type_v;
   in.k_sensitivity = cell.k;

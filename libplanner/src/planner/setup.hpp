@@ -262,7 +262,8 @@ struct Candidate {  // one (weights, K, V, flash attention) combination the engi
   bool slow = false;
   std::vector<std::string> needs;
   std::string slow_reason;
-  WeightBytes weight_bytes;
+  // its weights' figures, shared by the candidates of one format and placement (the ranker sizes ~1,200 of them)
+  std::shared_ptr<const WeightBytes> weight_bytes;
   Placement placement;       // where its layers and experts live (the request's, or one kvplan chose)
   bool placed_by_kvplan = false;  // the placement is kvplan's choice: the launch line states it (-ngl, --n-cpu-moe)
   // k and v as llama.cpp's ggml types, found once by name (nullptr for another engine's cache types): the context

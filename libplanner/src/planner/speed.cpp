@@ -75,7 +75,7 @@ void estimate_prefill(const Setup& s, const Candidate& c, const SpeedInputs& in,
   const double active = active_fraction(m);
   const Bytes weights_all = in.main_weights, weights_gpu = in.main_weights_on_devices;
   const Bytes weights_host_matmul =
-      c.placement.host_matmuls() ? std::max<Bytes>(0, weights_all - weights_gpu - c.weight_bytes.lookup_host) : 0;
+      c.placement.host_matmuls() ? std::max<Bytes>(0, weights_all - weights_gpu - c.weight_bytes->lookup_host) : 0;
   double tflops = 0;  // the GPUs work one after another: the slowest one's throughput, a lower bound
   for (const auto& pool : s.pools)
     if (s.pool_tflops.count(pool.id)) tflops = tflops == 0 ? s.pool_tflops.at(pool.id) : std::min(tflops, s.pool_tflops.at(pool.id));
@@ -104,7 +104,7 @@ SpeedInputs speed_inputs(const Setup& s, const Candidate& c, const Option& o) {
   in.pools.resize(s.pools.size());
   for (const auto& a : o.allocations) {
     if (const size_t i = s.pool_index(a.pool); i < s.pools.size())
-      in.pools[i].add(a.what, a.figure.bytes, c.weight_bytes.lookup_host, s.pools[i].kind == "host");
+      in.pools[i].add(a.what, a.figure.bytes, c.weight_bytes->lookup_host, s.pools[i].kind == "host");
     if (a.component != "main" || (a.what != "weights" && a.what != "weights_host")) continue;
     in.main_weights += a.figure.bytes;
     if (a.what == "weights") in.main_weights_on_devices += a.figure.bytes;
