@@ -99,6 +99,36 @@ TEST_CASE("Gemma 3 27B: 10 full + 52 sliding layers, SWA cache 1536 cells (docs/
   CHECK(kv_mib(m, np4, "f16", "f16") == Approx(4432.0));
 }
 
+TEST_CASE("layer_run_ends: Gemma 3 27B's five sliding layers then one full, repeated; the KV from kept runs is the same") {
+  const ModelSpec& m = kvtest::catalog().model("gemma-3-27b");
+  const auto layers = layer_caches(m, kvtest::engine());
+  const auto ends = layer_run_ends(layers);
+  REQUIRE(ends.size() == 62);
+  // llama.cpp's gemma3 pattern: layer il is full attention when (il + 1) % 6 == 0; 62 layers end with two sliding
+  CHECK(ends[0] == 5);
+  CHECK(ends[3] == 5);  // a range may start inside a run
+  CHECK(ends[5] == 6);
+  CHECK(ends[6] == 11);
+  CHECK(ends[59] == 60);
+  CHECK(ends[60] == 62);
+  CHECK(ends[61] == 62);
+  const auto s = context_shape(m, kvtest::engine(), 32768, 1, false, 512, 2048, false);
+  const GgmlType& q8 = kvtest::type("q8_0");
+  for (const auto& [begin, end] : std::vector<std::pair<int, int>>{{0, -1}, {3, 40}, {5, 6}, {61, 62}, {0, 0}}) {
+    INFO(begin << ".." << end);
+    for (const bool fa : {true, false}) {
+      const auto a = kv_cache_bytes(layers, kvtest::engine(), s, q8, q8, fa, kvtest::cuda(), begin, end);
+      const auto b = kv_cache_bytes(layers, kvtest::engine(), s, q8, q8, fa, kvtest::cuda(), begin, end, &ends);
+      CHECK(a.k.bytes == b.k.bytes);
+      CHECK(a.swa_k.bytes == b.swa_k.bytes);
+      CHECK(a.v.high == b.v.high);
+      CHECK(a.swa_v.unpadded == b.swa_v.unpadded);
+    }
+  }
+  const std::vector<int> short_ends(3, 3);
+  CHECK_THROWS_AS(kv_cache_bytes(layers, kvtest::engine(), s, q8, q8, true, kvtest::cuda(), 0, -1, &short_ends), std::logic_error);
+}
+
 TEST_CASE("gpt-oss-20b: alternating sliding window of 128, SWA cache 768 cells (docs/formulas.md §2)") {
   const ModelSpec& m = kvtest::catalog().model("gpt-oss-20b");
   const auto s = context_shape(m, kvtest::engine(), 32768, 1, false, 512, 2048, false);

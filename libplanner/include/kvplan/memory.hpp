@@ -59,10 +59,13 @@ struct KvCacheBytes {
 KvCacheBytes kv_cache_bytes(const ModelSpec& model, const EngineSpec& engine, const ContextShape& shape,
                             const GgmlType& type_k, const GgmlType& type_v, bool flash_attn, const BackendSpec& backend,
                             int layer_begin = 0, int layer_end = -1);
-// The same from the model's layer_caches(model, engine), when the caller keeps them (plan() asks per candidate and context).
+// For each layer, one past the last layer of its run of identical consecutive layers (kv_cache_bytes sizes a run once).
+std::vector<int> layer_run_ends(const std::vector<LayerCache>& layers);
+// The same from the model's layer_caches(model, engine), when the caller keeps them (plan() asks per candidate and
+// context), and with their layer_run_ends where it keeps those too (nullptr: the runs are found here).
 KvCacheBytes kv_cache_bytes(const std::vector<LayerCache>& layers, const EngineSpec& engine, const ContextShape& shape,
                             const GgmlType& type_k, const GgmlType& type_v, bool flash_attn, const BackendSpec& backend,
-                            int layer_begin = 0, int layer_end = -1);
+                            int layer_begin = 0, int layer_end = -1, const std::vector<int>* run_ends = nullptr);
 
 // The tensors of a GGUF produced by llama-quantize for `format` (catalog models), or the file's own.
 std::vector<WeightTensor> weight_tensors(const ModelSpec& model, const WeightFormat& format, const EngineSpec& engine);

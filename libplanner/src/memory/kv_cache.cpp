@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <stdexcept>
 
 #include "kvplan/checked.hpp"
 #include "kvplan/error.hpp"
@@ -124,9 +125,17 @@ Figure times(const Figure& f, std::int64_t n) {
 }
 }  // namespace
 
+std::vector<int> layer_run_ends(const std::vector<LayerCache>& layers) {
+  std::vector<int> ends(layers.size());
+  for (size_t i = layers.size(); i-- > 0;)
+    ends[i] = i + 1 < layers.size() && same_cache(layers[i], layers[i + 1]) ? ends[i + 1] : static_cast<int>(i) + 1;
+  return ends;
+}
+
 KvCacheBytes kv_cache_bytes(const std::vector<LayerCache>& layers, const EngineSpec& engine, const ContextShape& shape,
                             const GgmlType& type_k, const GgmlType& type_v, bool flash_attn, const BackendSpec& backend,
-                            int layer_begin, int layer_end) {
+                            int layer_begin, int layer_end, const std::vector<int>* run_ends) {
+  if (run_ends && run_ends->size() != layers.size()) throw std::logic_error("kv_cache_bytes: run ends of other layers");
   const int n_layer = static_cast<int>(layers.size());
   const int end = layer_end < 0 ? n_layer : std::min(layer_end, n_layer);
   KvCacheBytes out;
@@ -138,8 +147,12 @@ KvCacheBytes kv_cache_bytes(const std::vector<LayerCache>& layers, const EngineS
   // Runs of identical consecutive layers are sized once (a transformer's layers mostly are).
   for (int il = std::max(0, layer_begin), run = 1; il < end; il += run) {
     const LayerCache& c = layers[static_cast<size_t>(il)];
-    run = 1;
-    while (il + run < end && same_cache(layers[static_cast<size_t>(il + run)], c)) ++run;
+    if (run_ends) {
+      run = std::min((*run_ends)[static_cast<size_t>(il)], end) - il;
+    } else {
+      run = 1;
+      while (il + run < end && same_cache(layers[static_cast<size_t>(il + run)], c)) ++run;
+    }
     switch (c.kind) {
       case LayerKind::full:
       case LayerKind::sliding: {

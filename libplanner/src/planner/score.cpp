@@ -58,7 +58,7 @@ priors::QualityInput quality_input(const Setup& s, const Candidate& c, const Opt
 }  // namespace
 
 void score(const Setup& s, const Candidate& c, Option& o, bool with_evidence) {
-  auto it = s.score_cells.find({c.k, c.v});
+  auto it = s.score_cells.find(Setup::NamePair(c.k, c.v));
   if (it == s.score_cells.end()) {
     Setup::ScoreCell cell;
     cell.type_k = prior_name(s, c.k, true);

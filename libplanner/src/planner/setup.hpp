@@ -142,12 +142,22 @@ struct Setup {
 
   std::shared_ptr<ComputeMemo> compute_memo = std::make_shared<ComputeMemo>();  // plan_sharing() passes the outer call's
   // layer_caches of the main model and of the draft, worked out on first use (account() asks per candidate and context).
-  mutable std::map<const ModelSpec*, std::vector<LayerCache>> layers_memo;
-  const std::vector<LayerCache>& layers_of(const ModelSpec& m) const {
+  // With them the runs of identical layers, which kv_cache_bytes would otherwise find at every context.
+  struct ModelLayers {
+    std::vector<LayerCache> caches;
+    std::vector<int> run_ends;
+  };
+  mutable std::map<const ModelSpec*, ModelLayers> layers_memo;
+  const ModelLayers& model_layers(const ModelSpec& m) const {
     auto it = layers_memo.find(&m);
-    if (it == layers_memo.end()) it = layers_memo.emplace(&m, layer_caches(m, *engine)).first;
+    if (it == layers_memo.end()) {
+      ModelLayers l{layer_caches(m, *engine), {}};
+      l.run_ends = layer_run_ends(l.caches);
+      it = layers_memo.emplace(&m, std::move(l)).first;
+    }
     return it->second;
   }
+  const std::vector<LayerCache>& layers_of(const ModelSpec& m) const { return model_layers(m).caches; }
   // Each (K, V) pair of the engine's cache types as the prior sees it, and what the measurements say of its cell:
   // the same for every weight format and context (score.cpp).
   struct ScoreCell {
@@ -158,12 +168,17 @@ struct Setup {
     priors::CellEvidence evidence;
     std::unordered_map<int, double> kv_loss_at;  // the cache loss per context: the same for every format and setting
   };
+  // Looked up by a pair of views (no names copied per candidate): hash and equality are transparent.
+  using NamePair = std::pair<std::string_view, std::string_view>;
   struct NamePairHash {
-    size_t operator()(const std::pair<std::string, std::string>& p) const {
-      return std::hash<std::string>{}(p.first) * 31 + std::hash<std::string>{}(p.second);
-    }
+    using is_transparent = void;
+    size_t operator()(NamePair p) const { return std::hash<std::string_view>{}(p.first) * 31 + std::hash<std::string_view>{}(p.second); }
   };
-  mutable std::unordered_map<std::pair<std::string, std::string>, ScoreCell, NamePairHash> score_cells;
+  struct NamePairEqual {
+    using is_transparent = void;
+    bool operator()(NamePair a, NamePair b) const { return a == b; }
+  };
+  mutable std::unordered_map<std::pair<std::string, std::string>, ScoreCell, NamePairHash, NamePairEqual> score_cells;
   // Weight bytes per (format, placement): the placement search asks for the same layers' split once per K/V pair.
   using WeightsKey = std::tuple<const WeightFormat*, int, int, bool>;
   mutable std::map<WeightsKey, WeightBytes> weights_memo;
@@ -229,7 +244,8 @@ struct Setup {
     const KvKey key{{&m, &b, &tk, &tv}, {sh.n_ctx_seq, sh.n_stream, sh.swa_cells, sh.n_seq, layer_begin, layer_end, fa ? 1 : 0}};
     auto it = kv_memo.find(key);
     if (it == kv_memo.end())
-      it = kv_memo.emplace(key, kv_cache_bytes(layers_of(m), *engine, sh, tk, tv, fa, b, layer_begin, layer_end)).first;
+      it = kv_memo.emplace(key, kv_cache_bytes(model_layers(m).caches, *engine, sh, tk, tv, fa, b, layer_begin, layer_end,
+                                               &model_layers(m).run_ends)).first;
     return it->second;
   }
   ComputeBytes compute(const ModelSpec& m, const ContextShape& sh, const GgmlType& tk, const GgmlType& tv, bool fa,
