@@ -21,6 +21,9 @@ std::string fold(const std::string& s) {
 
 template <typename T, typename NamesOf>
 const T* find_by_name(const std::vector<T>& items, const std::string& wanted, NamesOf names_of) {
+  // an id as written is canonical and wins over another entry's name that folds to it (and needs no fold per name)
+  for (const auto& item : items)
+    if (item.id == wanted) return &item;
   const std::string key = fold(wanted);
   if (key.empty()) return nullptr;
   for (const auto& item : items)

@@ -340,7 +340,8 @@ Setup::RestKey rest_key(const Setup& s, const Candidate& c, int ctx) {
 }
 
 bool is_main_weights(const char* component, const char* what) {
-  return std::strcmp(component, "main") == 0 && (std::strcmp(what, "weights") == 0 || std::strcmp(what, "weights_host") == 0);
+  return what[0] == 'w' &&  // most records are caches and buffers: one character tells them apart
+         (std::strcmp(what, "weights") == 0 || std::strcmp(what, "weights_host") == 0) && std::strcmp(component, "main") == 0;
 }
 
 constexpr std::string_view kHostKind = "host";  // Pool::kind of host RAM (compared as a view: no length to count)
