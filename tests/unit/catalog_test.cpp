@@ -44,6 +44,15 @@ TEST_CASE("names, aliases and HF ids resolve, case- and punctuation-insensitivel
   CHECK(c.gpu("h100-sxm").total_mib == 81559);
 }
 
+TEST_CASE("an id as written wins over another entry's name that folds to it") {
+  Catalog c = kvtest::catalog();
+  REQUIRE(c.models.size() > 2);
+  const std::string later = c.models.back().id;
+  c.models.front().aliases.push_back(later);  // an earlier model claims the later one's id as an alias
+  CHECK(c.model(later).id == later);
+  CHECK(c.model(" " + later + " ").id == c.models.front().id);  // folded, the earlier entry's alias matches first
+}
+
 TEST_CASE("--data overrides merge by id, field by field; later directories win") {
   const fs::path dir = fs::temp_directory_path() / "kvplan_catalog_test_override";
   fs::create_directories(dir);
