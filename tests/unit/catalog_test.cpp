@@ -67,6 +67,27 @@ TEST_CASE("--data overrides merge by id, field by field; later directories win")
   fs::remove_all(dir);
 }
 
+TEST_CASE("data overlays: a name that folds to another model's (its id, alias, Hub id or Hub repo name) is an input error") {
+  const fs::path dir = fs::temp_directory_path() / "kvplan_catalog_test_names";
+  fs::create_directories(dir);
+  // the repo name of Nemotron 3 Nano's Hub id (nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16), none of its other names
+  for (const std::string alias : {"nvidia nemotron 3 nano 30b a3b bf16", "qwen2.5-coder-32b-instruct"}) {
+    INFO(alias);
+    {
+      std::ofstream(dir / "models.yaml") << "models:\n  - id: qwen2.5-0.5b-instruct\n    aliases: [\"" << alias << "\"]\n";
+    }
+    try {
+      (void)load_catalog({dir.string()});
+      FAIL("the overlay loaded");
+    } catch (const InputError& e) {
+      CHECK(e.field() == "data models");
+      CHECK(e.value() == alias);
+      CHECK(std::string(e.what()).find("used by both") != std::string::npos);
+    }
+  }
+  fs::remove_all(dir);
+}
+
 TEST_CASE("malformed data files are input errors naming file and line") {
   const fs::path dir = fs::temp_directory_path() / "kvplan_catalog_test_bad";
   fs::create_directories(dir);

@@ -913,7 +913,10 @@ void check_unique_names(const Catalog& c) {
   for (const auto& m : c.models) {
     claim(m.id, m.id, "models");
     claim(m.name, m.id, "models");
-    if (!m.hf_id.empty()) claim(m.hf_id, m.id, "models");
+    if (!m.hf_id.empty()) {  // the repo's name alone finds the model too (catalog.cpp model_names)
+      claim(m.hf_id, m.id, "models");
+      claim(m.hf_id.substr(m.hf_id.find('/') + 1), m.id, "models");
+    }
     for (const auto& a : m.aliases) claim(a, m.id, "models");
   }
   for (const auto& g : c.gpus) {
