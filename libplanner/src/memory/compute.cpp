@@ -2,6 +2,7 @@
 #include <array>
 #include <cmath>
 #include <optional>
+#include <string_view>
 
 #include "kvplan/checked.hpp"
 #include "kvplan/memory.hpp"
@@ -134,7 +135,8 @@ std::optional<ComputeBytes> graph_compute(ggml_graph::Graph graph, const EngineS
 //   FFN            2 · n_ff · n_ubatch · 4 (MoE: expert_ff · experts_used)
 // Host (CUDA_Host): token_embd get_rows output n_embd · n_ubatch · 4 plus one KQ mask per cache.
 std::array<std::int64_t, 3> compute_type_key(const GgmlType& t, bool row_sizes) {
-  const std::int64_t kind = t.name == "f32" ? 1 : t.name == "f16" ? 2 : t.quantized() ? 3 : 4;
+  const std::string_view name = t.name;  // compared with the literals' lengths known (the planner asks at every probe)
+  const std::int64_t kind = name == "f32" ? 1 : name == "f16" ? 2 : t.quantized() ? 3 : 4;
   return {kind, row_sizes ? t.block : 0, row_sizes ? t.bytes : 0};
 }
 

@@ -155,7 +155,7 @@ void add_draft(const Setup& s, const Candidate& c, int ctx, Record& record) {
   ContextShape shape = context_shape(dm, e, ctx, r.n_parallel, r.kv_unified, s.resolved.n_ubatch, s.resolved.n_batch, r.swa_full,
                                      c.flash_attn);
   shape.n_outputs = std::min(shape.n_ubatch, std::max(1, r.n_parallel));
-  const BackendSpec& cpu = e.backend("cpu");
+  const BackendSpec& cpu = s.cpu();
   const KvCacheBytes kv = s.kv(dm, shape, tk, tv, c.flash_attn, *s.backend, d.placement.first_gpu_layer);
   const KvCacheBytes kv_host = s.kv(dm, shape, tk, tv, c.flash_attn, cpu, 0, d.placement.first_gpu_layer);
   const ComputeBytes compute = s.compute(dm, shape, tk, tv, c.flash_attn, *s.backend);
@@ -229,7 +229,7 @@ ComputeBytes placed_compute(const Setup& s, const Candidate& c, const ContextSha
   const ModelSpec& m = *s.model;
   if (!place.host_matmuls()) return s.compute(m, shape, tk, tv, c.flash_attn, *s.backend, true, sched_copies(s));
   const bool gpu = s.backend->id != "cpu";
-  const bool op_offload = gpu && shape.n_ubatch >= kOpOffloadMinBatch && s.engine->rule_holds("op_offload");
+  const bool op_offload = gpu && shape.n_ubatch >= kOpOffloadMinBatch && s.op_offload_rule;
   // the KV cache of the layers in RAM is read by the GPU's attention too (the KV follows its layer: kv_cache_bytes)
   // (every layer's, as the weights: layers are alike, so the search over -ngl shares one graph)
   const int kv_layers = op_offload && place.first_gpu_layer > 0 ? m.layers : 0;
@@ -248,7 +248,7 @@ ComputeBytes placed_compute(const Setup& s, const Candidate& c, const ContextSha
   }
   if (op_offload && compute.from_graph) return compute;
   if (place.first_gpu_layer > 0) {
-    const ComputeBytes cpu_part = s.compute(m, shape, tk, tv, c.flash_attn, s.engine->backend("cpu"));
+    const ComputeBytes cpu_part = s.compute(m, shape, tk, tv, c.flash_attn, s.cpu());
     compute.host.bytes += cpu_part.device.bytes;
     compute.host.unpadded += cpu_part.device.unpadded;
     compute.host.high += cpu_part.device.high;
@@ -308,7 +308,7 @@ void record_allocations(const Setup& s, const Candidate& c, int ctx, const Conte
   const Placement& place = c.placement;
   // KV of each layer lives on that layer's device (offload_kqv, llama-kv-cache.cpp dev_layer(il)).
   const KvCacheBytes kv = s.kv(m, shape, tk, tv, c.flash_attn, *s.backend, place.first_gpu_layer);
-  const KvCacheBytes kv_host = s.kv(m, shape, tk, tv, c.flash_attn, e.backend("cpu"), 0, place.first_gpu_layer);
+  const KvCacheBytes kv_host = s.kv(m, shape, tk, tv, c.flash_attn, s.cpu(), 0, place.first_gpu_layer);
   const ComputeBytes compute = placed_compute(s, c, shape, tk, tv);
   auto put = [&](const char* what, const std::string& pool, const Figure& f) {  // the names compared only for an empty figure
     if (f.bytes != 0 || ((std::strcmp(what, "k_cache") == 0 || std::strcmp(what, "v_cache") == 0) && pool == s.device_pool))
@@ -336,7 +336,8 @@ void record_allocations(const Setup& s, const Candidate& c, int ctx, const Conte
 bool rest_shared_by_formats(const Candidate& c) { return !c.placed_by_kvplan && !c.placement.host_matmuls(); }
 
 Setup::RestKey rest_key(const Setup& s, const Candidate& c, int ctx) {
-  return {{&c.ggml_k(*s.engine), &c.ggml_v(*s.engine)}, {c.flash_attn ? 1 : 0, ctx}};
+  const auto k = compute_type_key(c.ggml_k(*s.engine), true), v = compute_type_key(c.ggml_v(*s.engine), true);
+  return {{}, {k[0], k[1], k[2], v[0], v[1], v[2], c.flash_attn ? 1 : 0, ctx}};
 }
 
 bool is_main_weights(const char* component, const char* what) {
@@ -385,9 +386,10 @@ std::optional<Setup::PlacedRestKey> placed_rest_key(const Setup& s, const Candid
   const Placement& p = c.placement;
   if (s.gpu_pools.size() > 1 || !p.split_points.empty() || !p.overrides.empty() || !c.type_k || !c.type_v) return std::nullopt;
   const WeightBytes& w = *c.weight_bytes;
-  return Setup::PlacedRestKey{{c.type_k, c.type_v},
-                              {c.flash_attn ? 1 : 0, ctx, p.first_gpu_layer, p.output_on_gpu ? 1 : 0,
-                               static_cast<std::int64_t>(w.host_weights_digest), w.largest_host_matrix}};
+  const auto k = compute_type_key(*c.type_k, true), v = compute_type_key(*c.type_v, true);
+  return Setup::PlacedRestKey{{},
+                              {k[0], k[1], k[2], v[0], v[1], v[2], c.flash_attn ? 1 : 0, ctx, p.first_gpu_layer,
+                               p.output_on_gpu ? 1 : 0, static_cast<std::int64_t>(w.host_weights_digest), w.largest_host_matrix}};
 }
 
 // The sums of the allocations other than the main weights: shared by the formats where they do not depend on them,

@@ -661,6 +661,9 @@ bool may_place(const Setup& s) {
 void resolve_context(Setup& s) {
   const Request& r = s.request;
   s.rotation_rule = s.engine->rule_holds("kv_rotation");
+  s.op_offload_rule = s.engine->rule_holds("op_offload");
+  for (const auto& b : s.engine->backends)
+    if (b.id == "cpu") s.cpu_backend = &b;
 
   // Context beyond the native window only when asked for: the rope flags, or a -c past the native window. Rope
   // scaling is a trade the model's authors leave to the user (it changes short-context behaviour too).

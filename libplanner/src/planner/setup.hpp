@@ -126,6 +126,10 @@ struct Setup {
   int target_ctx = 0, min_ctx = 0;
   bool auto_placement = false;  // kvplan may keep layers or experts in RAM when the model does not fit the GPU
   bool rotation_rule = false;
+  // Looked up once by name (account.cpp asks at every probe): the engine's op_offload rule and its CPU backend.
+  bool op_offload_rule = false;
+  const BackendSpec* cpu_backend = nullptr;  // nullptr: the engine has none (cpu() then says so, as a lookup would)
+  const BackendSpec& cpu() const { return cpu_backend ? *cpu_backend : engine->backend("cpu"); }
   WeightFormat file_format;  // a GGUF's own format when it is not in the catalog (quality unknown)
   Placement placement;       // which layers and experts live on the GPU
   struct Draft {             // speculative decoding: the draft model and its context's settings
@@ -202,13 +206,14 @@ struct Setup {
   };
   // The pools' sums of every allocation but the main model's weights, per (K and V types, flash attention, context),
   // for candidates whose rest does not depend on the weight format (account.cpp rest_shared_by_formats): the context
-  // search of every format probes the same contexts.
-  using RestKey = FlatKey<2, 2>;
+  // search of every format probes the same contexts. The types by compute_type_key with row sizes (everything the
+  // sizing reads of a type): q4_0 and iq4_nl share their sums.
+  using RestKey = FlatKey<0, 8>;
   mutable std::unordered_map<RestKey, std::vector<PoolSums>, FlatKeyHash> rest_memo;
   // The same for candidates with weights in RAM on one GPU, per what their rest depends on (account.cpp
-  // placed_rest_key): K and V types; flash attention, context, first GPU layer, output layer, host matrices' digest
-  // and largest one.
-  using PlacedRestKey = FlatKey<2, 6>;
+  // placed_rest_key): K and V types (as RestKey); flash attention, context, first GPU layer, output layer, host
+  // matrices' digest and largest one.
+  using PlacedRestKey = FlatKey<0, 12>;
   mutable std::unordered_map<PlacedRestKey, std::vector<PoolSums>, FlatKeyHash> placed_rest_memo;
   // The same candidates' allocation lists without the main model's weights, and where each weights entry goes
   // (account.cpp account): `at` is its index among the rest, `figure` which of the candidate's weight figures.
