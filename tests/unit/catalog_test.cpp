@@ -40,6 +40,10 @@ TEST_CASE("names, aliases and HF ids resolve, case- and punctuation-insensitivel
   CHECK(c.model("qwen2.5-coder-32b").id == "qwen2.5-coder-32b-instruct");
   CHECK(c.model("Qwen/Qwen2.5-Coder-32B-Instruct").id == "qwen2.5-coder-32b-instruct");
   CHECK(c.model("QWEN2.5-CODER-32B-INSTRUCT").id == "qwen2.5-coder-32b-instruct");
+  CHECK(c.model("Qwen 2.5 Coder 32B!").id == "qwen2.5-coder-32b-instruct");
+  // folded names match whole: neither a prefix nor an extension of one does
+  CHECK(c.find_model("qwen2.5-coder-32") == nullptr);
+  CHECK(c.find_model("qwen2.5-coder-32b-instruct-x") == nullptr);
   CHECK(c.gpu("RTX 3090").id == c.gpu("rtx3090").id);
   CHECK(c.gpu("h100-sxm").total_mib == 81559);
 }

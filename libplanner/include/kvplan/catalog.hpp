@@ -512,6 +512,20 @@ struct PriorParams {
   const Evidence* find_evidence(const std::string& id) const;
   const ModelCalibration* calibration(const std::string& model_id) const;
   std::vector<std::string> analog_families;  // the analog rows' families, each once (AnalogRow::family_index; index_types)
+  // The analog rows by index (ascending), so that a cell's evidence search reads only the rows it may use (index_types):
+  // each family's (in analog_families' order); those that can bound a cell (both types known, a measured loss and
+  // a prediction), all of them, of each family, and of the families without a factor of their own.
+  struct AnalogIndex {
+    bool operator==(const AnalogIndex&) const = default;
+    std::vector<std::vector<int>> of_family, bounding_of_family;
+    std::vector<int> bounding, bounding_without_factor;
+    // same_kind_bits(i, j): types[j] against types[i] as the same kind of rounding: bit 0 in the K role, bit 1 in
+    // the V role, bits 2-3 the same with any codebook (evidence_bounds.cpp)
+    std::vector<unsigned char> kinds;  // types.size() squared, row-major
+    size_t n_types = 0;
+    unsigned char same_kind_bits(int i, int j) const { return kinds[static_cast<size_t>(i) * n_types + static_cast<size_t>(j)]; }
+  };
+  AnalogIndex analog_index;
   // Each row's K and V type by position, so that the ranker's evidence search compares no type names (after loading).
   void index_types();
   // The cache type named `name` (at `index` when that is still it), or nullptr; type() throws for an unknown one.

@@ -8,6 +8,7 @@
 
 #include "kvplan/catalog.hpp"
 #include "kvplan/error.hpp"
+#include "priors/prior.hpp"
 
 namespace kvplan {
 namespace {
@@ -19,6 +20,17 @@ std::string fold(const std::string& s) {
   return out;
 }
 
+// fold(name) == key, without building the folded name: most names differ from the key at their first character.
+bool folds_to(const std::string& name, const std::string& key) {
+  size_t i = 0;
+  for (char c : name) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.') continue;
+    if (i == key.size() || static_cast<char>(std::tolower(static_cast<unsigned char>(c))) != key[i]) return false;
+    ++i;
+  }
+  return i == key.size();
+}
+
 template <typename T, typename NamesOf>
 const T* find_by_name(const std::vector<T>& items, const std::string& wanted, NamesOf names_of) {
   // an id as written is canonical and wins over another entry's name that folds to it (and needs no fold per name)
@@ -28,7 +40,7 @@ const T* find_by_name(const std::vector<T>& items, const std::string& wanted, Na
   if (key.empty()) return nullptr;
   for (const auto& item : items)
     for (const auto& n : names_of(item))
-      if (fold(n) == key) return &item;
+      if (folds_to(n, key)) return &item;
   return nullptr;
 }
 
@@ -288,6 +300,7 @@ void PriorParams::index_types() {
     if (fam == analog_families.end()) fam = analog_families.insert(fam, a.family);
     a.family_index = static_cast<int>(fam - analog_families.begin());
   }
+  analog_index = priors::index_analogs(*this);
 }
 const TypeSensitivity* PriorParams::type_at(int index, const std::string& name) const {
   if (index >= 0 && static_cast<size_t>(index) < types.size() && types[static_cast<size_t>(index)].type == name)

@@ -7,6 +7,7 @@
 // defective codebook (turbo4 as measured) is an analog of itself only.
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <stdexcept>
 #include <utility>
 #include <vector>
@@ -35,36 +36,62 @@ bool same_kind(const TypeSensitivity& want, const TypeSensitivity& row, bool k_r
   return any_codebook || want.codebook == row.codebook;
 }
 
-// The cell's K and V types against each of the prior's types (by index): bit 0 K, bit 1 V of the same kind with the
-// same codebook, bits 2-3 with any codebook. Worked out once per cell: a cell reads every row, the rows share a few
-// dozen types.
-std::vector<unsigned char> kinds_against(const PriorParams& p, const TypeSensitivity& k, const TypeSensitivity& v) {
-  std::vector<unsigned char> kinds(p.types.size());
-  for (size_t i = 0; i < kinds.size(); ++i) {
-    const TypeSensitivity& t = p.types[i];
-    kinds[i] = static_cast<unsigned char>(same_kind(k, t, true, false) | same_kind(v, t, false, false) << 1 |
-                                          same_kind(k, t, true, true) << 2 | same_kind(v, t, false, true) << 3);
-  }
-  return kinds;
+// A row can bound a cell: both its types known, a measured loss and a prediction.
+bool bounds_a_cell(const AnalogRow& a) { return a.k_index >= 0 && a.v_index >= 0 && a.loss >= 0 && a.predicted > 0; }
+
+// Two ascending lists of row indices as one, each index once.
+std::vector<int> merged(const std::vector<int>& a, const std::vector<int>& b) {
+  std::vector<int> out;
+  out.reserve(a.size() + b.size());
+  std::set_union(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(out));
+  return out;
 }
 
 }  // namespace
+
+PriorParams::AnalogIndex index_analogs(const PriorParams& p) {
+  PriorParams::AnalogIndex x;
+  x.of_family.assign(p.analog_families.size(), {});
+  x.bounding_of_family.assign(p.analog_families.size(), {});
+  for (size_t i = 0; i < p.analogs.size(); ++i) {
+    const AnalogRow& a = p.analogs[i];
+    const int row = static_cast<int>(i);
+    const auto family = static_cast<size_t>(a.family_index);
+    x.of_family.at(family).push_back(row);
+    if (!bounds_a_cell(a)) continue;
+    x.bounding.push_back(row);
+    x.bounding_of_family[family].push_back(row);
+    if (!a.own_factor) x.bounding_without_factor.push_back(row);
+  }
+  x.n_types = p.types.size();
+  x.kinds.resize(x.n_types * x.n_types);
+  for (size_t i = 0; i < x.n_types; ++i)
+    for (size_t j = 0; j < x.n_types; ++j) {
+      const TypeSensitivity &want = p.types[i], &t = p.types[j];
+      x.kinds[i * x.n_types + j] = static_cast<unsigned char>(same_kind(want, t, true, false) | same_kind(want, t, false, false) << 1 |
+                                                               same_kind(want, t, true, true) << 2 | same_kind(want, t, false, true) << 3);
+    }
+  return x;
+}
 
 EvidenceBounds evidence_bounds(const PriorParams& p, const QualityInput& in, bool rot_k) {
   const TypeSensitivity& k = p.type(in.type_k);
   const TypeSensitivity& v = p.type(in.type_v);
   EvidenceBounds out;
   if (!k.quantized() && !v.quantized()) return out;
-  // the rows as index_types() keyed them (the last step of loading the prior): no names compared, a cell reads every row
-  if (!p.analogs.empty() && p.analog_families.empty()) throw std::logic_error("evidence_bounds: the prior's rows are not indexed (index_types)");
+  // the rows as index_types() keyed them (the last step of loading the prior): no names compared
+  if (p.analog_index.of_family.size() != p.analog_families.size() || p.analog_index.n_types != p.types.size() ||
+      (!p.analogs.empty() && p.analog_families.empty())) throw std::logic_error("evidence_bounds: the prior's rows are not indexed (index_types)");
   const int k_index = static_cast<int>(&k - p.types.data()), v_index = static_cast<int>(&v - p.types.data());
   const auto fam = std::find(p.analog_families.begin(), p.analog_families.end(), in.model->family);
   const int family = fam == p.analog_families.end() ? -1 : static_cast<int>(fam - p.analog_families.begin());
   const bool rotation = rotation_matters(k);  // the row's K rotation must be the cell's
   bool k_covered = !k.quantized(), v_covered = !v.quantized();
-  for (size_t i = 0; i < p.analogs.size() && !(k_covered && v_covered); ++i) {
-    const AnalogRow& a = p.analogs[i];
-    if (a.family_index != family) continue;
+  const PriorParams::AnalogIndex& index = p.analog_index;
+  static const std::vector<int> kNone;
+  const std::vector<int>& own_rows = family < 0 ? kNone : index.of_family.at(static_cast<size_t>(family));
+  for (size_t n = 0; n < own_rows.size() && !(k_covered && v_covered); ++n) {
+    const AnalogRow& a = p.analogs[static_cast<size_t>(own_rows[n])];
     k_covered = k_covered || (a.k_index == k_index && (!rotation || a.rot_k == rot_k));
     v_covered = v_covered || a.v_index == v_index;
   }
@@ -74,14 +101,17 @@ EvidenceBounds evidence_bounds(const PriorParams& p, const QualityInput& in, boo
   // Each analog says how far off the prior was on its own cell (measured / predicted there). Tier 0: the same
   // codebooks on this family or on one without its own factor; 1: this family, any codebook of the same bit class;
   // 2 (when neither finds one): the same codebooks on any family (a family with its own factor is a proxy of last resort).
-  const std::vector<unsigned char> kinds = kinds_against(p, k, v);
   double lo = INFINITY, hi = 0;
+  // tier 0 reads this family's rows and those of families without a factor (in row order), tier 2 every row: of
+  // those that can bound a cell
+  const std::vector<int> near = merged(family < 0 ? kNone : index.bounding_of_family.at(static_cast<size_t>(family)),
+                                       index.bounding_without_factor);
   for (int pass = 0; pass < 2 && out.analogs.empty(); ++pass) {
-    for (size_t i = 0; i < p.analogs.size(); ++i) {
-      const AnalogRow& a = p.analogs[i];
-      // a row bounds a cell with a measured loss, a prediction and both types known
-      if (a.k_index < 0 || a.v_index < 0 || a.loss < 0 || a.predicted <= 0 || (rotation && a.rot_k != rot_k)) continue;
-      const unsigned char row_k = kinds[static_cast<size_t>(a.k_index)], row_v = kinds[static_cast<size_t>(a.v_index)];
+    const std::vector<int>& rows = pass == 0 ? near : index.bounding;
+    for (int row : rows) {
+      const AnalogRow& a = p.analogs[static_cast<size_t>(row)];
+      if (rotation && a.rot_k != rot_k) continue;
+      const unsigned char row_k = index.same_kind_bits(k_index, a.k_index), row_v = index.same_kind_bits(v_index, a.v_index);
       const bool same_codebooks = (row_k & 1) && (row_v & 2), same_bits = (row_k & 4) && (row_v & 8);
       const bool same_family = a.family_index == family;
       if (!(pass == 0 ? (same_codebooks && (same_family || !a.own_factor)) || (same_bits && same_family) : same_codebooks)) continue;

@@ -38,6 +38,8 @@ struct EvidenceBounds {
   std::vector<const AnalogRow*> analogs;  // the prior's rows (their ids name measurements.csv rows)
 };
 EvidenceBounds evidence_bounds(const PriorParams& prior, const QualityInput& in, bool rot_k);
+// The index evidence_bounds reads (PriorParams::AnalogIndex), from rows whose types and families are indexed.
+PriorParams::AnalogIndex index_analogs(const PriorParams& prior);
 
 // Whether K's rotation changes its loss: the unrotated term vanishes at 8 bits (docs/priors.md §1.2), so only K
 // types of at most 6 equivalent bits are told apart by rotation when measurements are matched to an option.
