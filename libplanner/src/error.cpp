@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cctype>
 
+#include "catalog/names.hpp"
+
 namespace kvplan {
 namespace {
 
@@ -22,12 +24,7 @@ std::string compose(const std::string& field, const std::string& value, const st
   return msg;
 }
 
-std::string fold(const std::string& s) {
-  std::string out;
-  for (char c : s)
-    if (std::isalnum(static_cast<unsigned char>(c)) || c == '.') out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
+using detail::fold;  // closest_match compares names as the catalog finds them
 
 }  // namespace
 

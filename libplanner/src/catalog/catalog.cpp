@@ -8,28 +8,16 @@
 
 #include "kvplan/catalog.hpp"
 #include "kvplan/error.hpp"
+#include "catalog/names.hpp"
 #include "priors/prior.hpp"
 
 namespace kvplan {
 namespace {
 
-std::string fold(const std::string& s) {
-  std::string out;
-  for (char c : s)
-    if (std::isalnum(static_cast<unsigned char>(c)) || c == '.') out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
+using detail::fold;
+using detail::folds_to;
 
-// fold(name) == key, without building the folded name: most names differ from the key at their first character.
-bool folds_to(const std::string& name, const std::string& key) {
-  size_t i = 0;
-  for (char c : name) {
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.') continue;
-    if (i == key.size() || static_cast<char>(std::tolower(static_cast<unsigned char>(c))) != key[i]) return false;
-    ++i;
-  }
-  return i == key.size();
-}
+
 
 template <typename T, typename NamesOf>
 const T* find_by_name(const std::vector<T>& items, const std::string& wanted, NamesOf names_of) {

@@ -8,6 +8,7 @@
 
 #include "kvplan/catalog.hpp"
 #include "kvplan/error.hpp"
+#include "catalog/names.hpp"
 
 namespace kvplan {
 
@@ -27,12 +28,8 @@ std::int64_t metal_default_working_set_mib(std::int64_t ram_mib) {
 
 namespace {
 
-std::string fold(const std::string& s) {  // as catalog.cpp and check_unique_names fold names
-  std::string out;
-  for (char c : s)
-    if (std::isalnum(static_cast<unsigned char>(c)) || c == '.') out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
+using detail::fold;
+using detail::folds_to;
 
 // Lower-case alphanumeric runs, split where letters meet digits: "RTX4060-Laptop" -> rtx 4060 laptop.
 std::vector<std::string> tokens(const std::string& s) {
@@ -134,20 +131,12 @@ std::vector<const GpuSpec*> by_likeness(const std::vector<GpuSpec>& gpus, const 
   return out;
 }
 
-std::vector<std::string> names_of(const GpuSpec& g) {
-  std::vector<std::string> n = {g.id};
-  n.insert(n.end(), g.aliases.begin(), g.aliases.end());
-  return n;
-}
-
-// The GPUs whose id or an alias (or, with `display`, whose display name) gives `key` under `key_of`.
-template <typename KeyOf>
-std::vector<const GpuSpec*> matching(const std::vector<GpuSpec>& gpus, const std::string& key, KeyOf key_of, bool display) {
+// The GPUs whose id or an alias (or, with `display`, whose display name) `matches`.
+template <typename Matches>
+std::vector<const GpuSpec*> matching(const std::vector<GpuSpec>& gpus, Matches matches, bool display) {
   std::vector<const GpuSpec*> out;
-  for (const auto& g : gpus) {
-    const auto names = display ? std::vector<std::string>{g.name} : names_of(g);
-    if (std::any_of(names.begin(), names.end(), [&](const std::string& n) { return key_of(n) == key; })) out.push_back(&g);
-  }
+  for (const auto& g : gpus)
+    if (display ? matches(g.name) : matches(g.id) || std::any_of(g.aliases.begin(), g.aliases.end(), matches)) out.push_back(&g);
   return out;
 }
 
@@ -158,8 +147,8 @@ std::vector<const GpuSpec*> Catalog::gpu_matches(const std::string& name) const 
   if (folded.empty()) return {};
   // Ids and aliases before display names, so an alias settles a driver name two cards share ("3060").
   for (const bool display : {false, true}) {
-    if (auto exact = matching(gpus, folded, fold, display); !exact.empty()) return exact;
-    if (auto spelled = matching(gpus, key, canonical, display); !spelled.empty()) return spelled;
+    if (auto exact = matching(gpus, [&](const std::string& n) { return folds_to(n, folded); }, display); !exact.empty()) return exact;
+    if (auto spelled = matching(gpus, [&](const std::string& n) { return canonical(n) == key; }, display); !spelled.empty()) return spelled;
   }
   // A model without its size ("m2 max", "rtx 4060 ti"): every size of that card. A bare number that names no plain
   // card ("7900"): every card that carries it. A lone "4060 Ti" is not what "4060" says, so that is left to the

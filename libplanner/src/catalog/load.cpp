@@ -15,6 +15,7 @@
 
 #include "catalog/embedded.hpp"
 #include "catalog/image.hpp"
+#include "catalog/names.hpp"
 #include "kvplan/catalog.hpp"
 #include "kvplan/error.hpp"
 #include "input_file.hpp"
@@ -904,9 +905,7 @@ void add_directory(Sources& sources, const std::string& dir) {
 void check_unique_names(const Catalog& c) {
   std::map<std::string, std::string> seen;
   auto claim = [&](const std::string& name, const std::string& owner, const std::string& kind) {
-    std::string key;
-    for (char ch : name) if (std::isalnum(static_cast<unsigned char>(ch)) || ch == '.') key += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-    auto [it, inserted] = seen.emplace(kind + ":" + key, owner);
+    auto [it, inserted] = seen.emplace(kind + ":" + detail::fold(name), owner);
     if (!inserted && it->second != owner)
       throw InputError("data " + kind, name, "name is used by both '" + it->second + "' and '" + owner + "'");
   };
