@@ -128,29 +128,30 @@ Resolved resolved_for(const Setup& s, const Candidate& c, Option& o) {
   return res;
 }
 
-// The options of every candidate, sized and split by the fit check, each with where it came from.
+// The options of every candidate, sized, each with where it came from, and split by the fit check (indices). One
+// store for all: the mission sizes ~1,200 options of ~0.5 KiB, and two lists reserved for all of them each made the
+// allocator return and fault in a megabyte per plan (18 % of a repeated CPU-backend mission, docs/benchmarks.md).
 struct Sized {
   struct Origin {
     const Candidate* candidate;
     bool at_cap;
   };
-  std::vector<Option> fitting, failing;
-  std::vector<Origin> fitting_origins, failing_origins;
-  void reserve(size_t n) {  // the options are large: moved once each, not again as the lists grow
-    fitting.reserve(n), failing.reserve(n), fitting_origins.reserve(n), failing_origins.reserve(n);
+  std::vector<Option> options;
+  std::vector<Origin> origins;
+  std::vector<size_t> fitting, failing;  // into options
+  void reserve(size_t n) {  // the options are large: moved once each, not again as the store grows
+    options.reserve(n), origins.reserve(n), fitting.reserve(n), failing.reserve(n);
   }
   void add(Option&& o, int ctx, const Candidate& c, bool at_cap) {
-    if (o.fits() && ctx > 0) {
-      fitting.push_back(std::move(o));
-      fitting_origins.push_back({&c, at_cap});
-    } else {
-      failing.push_back(std::move(o));
-      failing_origins.push_back({&c, at_cap});
-    }
+    (o.fits() && ctx > 0 ? fitting : failing).push_back(options.size());
+    options.push_back(std::move(o));
+    origins.push_back({&c, at_cap});
   }
   // an option at the task minimum that rates mild or better: the model fits the GPU for the task
   bool good_at_min() const {
-    return std::any_of(fitting.begin(), fitting.end(), [](const Option& o) { return !o.below_task_min && o.quality.risk <= Risk::mild; });
+    return std::any_of(fitting.begin(), fitting.end(), [&](size_t i) {
+      return !options[i].below_task_min && options[i].quality.risk <= Risk::mild;
+    });
   }
 };
 
@@ -259,12 +260,12 @@ std::string layers_that_fit(const Setup& s, const Candidate& closest_candidate, 
 }
 
 // Nothing fits: the closest options, what is missing and what would fit instead.
-void report_nothing_fits(const Setup& s, std::vector<Option> failing, const std::vector<Sized::Origin>& origins, Plan& out) {
+void report_nothing_fits(const Setup& s, Sized& sized, Plan& out) {
   const Request& r = s.request;
-  std::vector<size_t> order(failing.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return shortfall(failing[a]) < shortfall(failing[b]); });
-  const Option& closest = failing[order.front()];
+  std::vector<size_t> order = sized.failing;  // into sized.options
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return shortfall(sized.options[a]) < shortfall(sized.options[b]); });
+  const Option& closest = sized.options[order.front()];
+  const Candidate& closest_candidate = *sized.origins[order.front()].candidate;
   const Pool& dev = s.pools[short_pool(closest)];
   out.nothing_fits = fmt::format(
       "on {}, the smallest option ({} weights, {} tokens, K={} V={}) needs {} more than the {} the plan can use. "
@@ -272,40 +273,42 @@ void report_nothing_fits(const Setup& s, std::vector<Option> failing, const std:
       dev.device, closest.weights, closest.ctx_size, closest.cache_type_k, closest.cache_type_v, format_size(shortfall(closest)),
       format_size(dev.budget()), dev.kind == "host" ? "with host RAM" : "a device", format_gib(dev.capacity + shortfall(closest)));
   // With the context pinned, the same configuration at the longest context that does fit.
-  const int shorter = r.ctx_size ? largest_fitting_ctx(s, *origins[order.front()].candidate, *r.ctx_size) : 0;
+  const int shorter = r.ctx_size ? largest_fitting_ctx(s, closest_candidate, *r.ctx_size) : 0;
   out.nothing_fits += shorter > 0 ? fmt::format(", or -c {} with the same weights and cache types", shorter)
                                   : ", or try a smaller model or a shorter context";
   // Offloading layers makes the option fit but not acceptable when it rates avoid: no advice to run it.
-  if (closest.quality.risk != Risk::avoid || r.accept_risk) out.nothing_fits += layers_that_fit(s, *origins[order.front()].candidate, closest);
+  if (closest.quality.risk != Risk::avoid || r.accept_risk) out.nothing_fits += layers_that_fit(s, closest_candidate, closest);
   for (size_t i : order) {
     if (out.options.size() >= static_cast<size_t>(r.top)) break;
-    dress_option(s, origins[i], out.mode, failing[i]);
-    out.options.push_back(std::move(failing[i]));
+    dress_option(s, sized.origins[i], out.mode, sized.options[i]);
+    out.options.push_back(std::move(sized.options[i]));
   }
 }
 
 // The fitting options ranked (docs/ranking.md §5): below the task minimum dropped when others reach it,
 // dominated options dropped, the rest sorted; the first is the recommendation.
 void rank_options(const Setup& s, const Sized& sized, Plan& out) {
-  const std::vector<Option>& fitting = sized.fitting;
+  std::vector<const Option*> fitting;
+  fitting.reserve(sized.fitting.size());
+  for (size_t i : sized.fitting) fitting.push_back(&sized.options[i]);
   const bool max_context = out.mode == "max_context";
-  const bool any_at_min = std::any_of(fitting.begin(), fitting.end(), [](const Option& o) { return !o.below_task_min; });
+  const bool any_at_min = std::any_of(fitting.begin(), fitting.end(), [](const Option* o) { return !o->below_task_min; });
   std::vector<size_t> ranked;  // indices into fitting
   for (size_t i = 0; i < fitting.size(); ++i)
-    if (!any_at_min || !fitting[i].below_task_min) ranked.push_back(i);
+    if (!any_at_min || !fitting[i]->below_task_min) ranked.push_back(i);
   if (!any_at_min)
     out.warnings.push_back(fmt::format("no option reaches the {} task's minimum of {} tokens; the best shorter ones are shown",
                                        s.task->id, s.min_ctx));
   std::vector<Standing> standings;
   standings.reserve(ranked.size());
-  for (size_t i : ranked) standings.push_back(standing(s, fitting[i], max_context));
+  for (size_t i : ranked) standings.push_back(standing(s, *fitting[i], max_context));
   std::vector<size_t> kept = undominated(standings);
   for (size_t& k : kept) k = ranked[k];
-  std::sort(kept.begin(), kept.end(), [&](size_t a, size_t b) { return ranks_before(s, fitting[a], fitting[b]); });
+  std::sort(kept.begin(), kept.end(), [&](size_t a, size_t b) { return ranks_before(s, *fitting[a], *fitting[b]); });
   kept.resize(std::min<size_t>(kept.size(), static_cast<size_t>(s.request.top)));
   for (size_t i : kept) {
-    Option o = fitting[i];
-    dress_option(s, sized.fitting_origins[i], out.mode, o);
+    Option o = *fitting[i];
+    dress_option(s, sized.origins[sized.fitting[i]], out.mode, o);
     out.options.push_back(std::move(o));
   }
   out.explanation = explain(s, out.options.front(), fitting);
@@ -403,10 +406,11 @@ Plan detail::plan_sharing(const Catalog& catalog, const Request& request, const 
       r.option = size_option(s, placed[k], out.mode, cap, searches, r.ctx, r.at_cap);
       results[k] = std::move(r);
     }
+    sized.reserve(sized.options.size() + placed.size());
     for (size_t k = 0; k < placed.size(); ++k) sized.add(std::move(results[k]->option), results[k]->ctx, placed[k], results[k]->at_cap);
   }
   if (sized.fitting.empty()) {
-    report_nothing_fits(s, std::move(sized.failing), sized.failing_origins, out);
+    report_nothing_fits(s, sized, out);
     out.verdict = "nothing_fits";
   } else {
     rank_options(s, sized, out);

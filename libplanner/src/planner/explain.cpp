@@ -20,15 +20,15 @@ std::string evidence_text(const Setup& s, const std::string& id) {
 }
 
 // The K line: why K has the bits it has, and what squeezing it to 4 bits would give with the same weights.
-std::string k_line(const Setup& s, const Option& best, const std::vector<Option>& all) {
+std::string k_line(const Setup& s, const Option& best, const std::vector<const Option*>& all) {
   const auto& prior = s.catalog->prior;
   const double kb = k_bits(s, best.cache_type_k);
   const Option* low_k = nullptr;
-  for (const auto& o : all)
-    if (o.weights == best.weights && k_bits(s, o.cache_type_k) <= prior.low_bits &&
-        (!low_k || o.ctx_per_slot > low_k->ctx_per_slot ||
-         (o.ctx_per_slot == low_k->ctx_per_slot && o.quality.expected_loss < low_k->quality.expected_loss)))
-      low_k = &o;
+  for (const Option* o : all)
+    if (o->weights == best.weights && k_bits(s, o->cache_type_k) <= prior.low_bits &&
+        (!low_k || o->ctx_per_slot > low_k->ctx_per_slot ||
+         (o->ctx_per_slot == low_k->ctx_per_slot && o->quality.expected_loss < low_k->quality.expected_loss)))
+      low_k = o;
   const auto ids = cache_type_ids(s);
   const bool low_k_possible = std::any_of(ids.begin(), ids.end(), [&](const std::string& t) { return k_bits(s, t) <= prior.low_bits; });
   if (kb > prior.low_bits && !low_k_possible)
@@ -49,26 +49,26 @@ std::string k_line(const Setup& s, const Option& best, const std::vector<Option>
 
 // The weights: what the more precise format would have cost in context (the same cache types; the one
 // reaching the longest context). Empty when no such trade was made.
-std::string weights_line(const Option& best, const std::vector<Option>& all) {
+std::string weights_line(const Option& best, const std::vector<const Option*>& all) {
   const Option* least_loss = nullptr;
-  for (const auto& o : all)
-    if (o.cache_type_k == best.cache_type_k && o.cache_type_v == best.cache_type_v && o.flash_attn == best.flash_attn &&
-        o.quality.weights_loss < best.quality.weights_loss &&
-        (!least_loss || o.ctx_per_slot > least_loss->ctx_per_slot ||
-         (o.ctx_per_slot == least_loss->ctx_per_slot && o.quality.weights_loss < least_loss->quality.weights_loss)))
-      least_loss = &o;
+  for (const Option* o : all)
+    if (o->cache_type_k == best.cache_type_k && o->cache_type_v == best.cache_type_v && o->flash_attn == best.flash_attn &&
+        o->quality.weights_loss < best.quality.weights_loss &&
+        (!least_loss || o->ctx_per_slot > least_loss->ctx_per_slot ||
+         (o->ctx_per_slot == least_loss->ctx_per_slot && o->quality.weights_loss < least_loss->quality.weights_loss)))
+      least_loss = o;
   if (!least_loss || least_loss->ctx_per_slot >= best.ctx_per_slot) return {};
   return fmt::format("Weights {} rather than the more precise {}: with the same cache {} reaches only {} tokens here.", best.weights,
                      least_loss->weights, least_loss->weights, least_loss->ctx_per_slot);
 }
 
 // Context short of the task's target: what reaching it would take.
-std::string context_line(const Setup& s, const Option& best, const std::vector<Option>& all) {
+std::string context_line(const Setup& s, const Option& best, const std::vector<const Option*>& all) {
   const int target = s.target_ctx;
   if (best.ctx_per_slot >= target) return {};
   const Option* at_target = nullptr;
-  for (const auto& o : all)
-    if (o.ctx_per_slot >= target && (!at_target || ranks_before(s, o, *at_target))) at_target = &o;
+  for (const Option* o : all)
+    if (o->ctx_per_slot >= target && (!at_target || ranks_before(s, *o, *at_target))) at_target = o;
   const std::string alt = at_target ? fmt::format(" Reaching {} tokens takes {} weights with K={} V={} ({}, ~{}).", target, at_target->weights,
                                                   at_target->cache_type_k, at_target->cache_type_v, risk_name(at_target->quality.risk),
                                                   loss_pct(at_target->quality.expected_loss))
@@ -79,7 +79,7 @@ std::string context_line(const Setup& s, const Option& best, const std::vector<O
 
 }  // namespace
 
-std::vector<std::string> explain(const Setup& s, const Option& best, const std::vector<Option>& all) {
+std::vector<std::string> explain(const Setup& s, const Option& best, const std::vector<const Option*>& all) {
   std::vector<std::string> lines = {k_line(s, best, all)};
   if (v_bits(s, best.cache_type_v) < k_bits(s, best.cache_type_k))
     lines.push_back(fmt::format("V is compressed first ({}): {}.", best.cache_type_v, evidence_text(s, "v4_cheap")));

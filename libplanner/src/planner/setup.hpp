@@ -400,7 +400,7 @@ bool dominates(const Standing& b, const Standing& a);
 std::vector<size_t> undominated(const std::vector<Standing>& standings);
 
 // ---- explain.cpp: why the recommendation, with evidence ----
-std::vector<std::string> explain(const Setup& s, const Option& best, const std::vector<Option>& all);
+std::vector<std::string> explain(const Setup& s, const Option& best, const std::vector<const Option*>& all);
 std::string loss_pct(double x);
 
 }  // namespace kvplan::detail
