@@ -119,7 +119,10 @@ class Builder {
     // kept there; a device that cannot read host memory gets a copy of the rows as an input of its split (pass 5),
     // which is also what a later device of a layer split receives from the one before.
     const bool gpu = target_.inputs != GraphInputs::in_buffer;
-    g_.reserve(static_cast<std::size_t>(std::max(0, m_.layers)) * 96 + 64);  // about 60-90 tensors a layer
+    const std::vector<LayerCut> cuts = cut_ > 0 ? find_cuts(traits_, cut_) : std::vector<LayerCut>{};
+    int built_layers = static_cast<int>(traits_.size());  // the layers a cut leaves out are never built
+    for (const LayerCut& c : cuts) built_layers -= c.left_out();
+    g_.reserve(static_cast<std::size_t>(std::max(0, built_layers)) * 96 + 64);  // about 60-90 tensors a layer
     const int tokens = input(Type::i32, {ub_, 1, 1, 1});
     if (gpu) g_.mark_host(tokens);
     // inp_embd: built beside inp_tokens, unused, never freed (llm_graph_input_embd; build rule embd_input_select)
@@ -136,7 +139,6 @@ class Builder {
     // last explicit expand: SET_ROWS into the cache, the recurrent state copies) join the graph only when the next
     // layer's first expand pulls them in, after that layer's state gathers (build_rs expands them first).
     std::function<int()> rest;  // the previous layer's remaining nodes; returns its output
-    const std::vector<LayerCut> cuts = cut_ > 0 ? find_cuts(traits_, cut_) : std::vector<LayerCut>{};
     std::vector<int> starts(traits_.size() + 1, -1);  // each built layer's first tensor
     auto next_cut = cuts.begin();
     for (int il = 0; il < static_cast<int>(traits_.size()); ++il) {
