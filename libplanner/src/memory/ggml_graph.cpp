@@ -14,71 +14,78 @@ std::int64_t Tensor::bytes() const {
   return checked_add(n, extra, "compute graph tensor");
 }
 
-int Graph::add(Tensor t, bool leaf) {
-  tensors_.push_back(std::move(t));
-  const int id = static_cast<int>(tensors_.size()) - 1;
+// A new tensor at the end of the list, built in place (a 48-layer graph has thousands: a tensor built on the stack
+// and copied in twice cost a tenth of a sweep's graph building), listed as a leaf or a node.
+Tensor& Graph::push(bool leaf) {
+  const int id = static_cast<int>(tensors_.size());
   (leaf ? leafs_ : nodes_).push_back(id);
-  return id;
+  return tensors_.emplace_back();
 }
 
+int Graph::last() const { return static_cast<int>(tensors_.size()) - 1; }
+
 int Graph::input(Type type, std::array<std::int64_t, 4> ne) {
-  Tensor t;
+  Tensor& t = push(true);
   t.type = type, t.ne = ne, t.input = true;
-  return add(t, true);
+  return last();
 }
 
 int Graph::host_leaf(Type type, std::array<std::int64_t, 4> ne) {
-  Tensor t;
+  Tensor& t = push(true);
   t.type = type, t.ne = ne, t.host = true, t.transient = true;
-  return add(t, true);
+  return last();
 }
 
 int Graph::host_rows(std::int64_t bytes) {
-  Tensor t;
+  Tensor& t = push(true);
   t.type = Type::i8, t.ne = {bytes, 1, 1, 1}, t.host = true, t.transient = true;
-  return add(t, true);
+  return last();
 }
 
 int Graph::node_copy(Type type, std::array<std::int64_t, 4> ne) {
-  Tensor t;
+  Tensor& t = push(true);
   t.type = type, t.ne = ne, t.input = true, t.copy_of_node = true;
-  return add(t, true);
+  return last();
 }
 
-int Graph::op(Type type, std::array<std::int64_t, 4> ne, Srcs srcs) {
-  Tensor t;
-  t.type = type, t.ne = ne, t.srcs = std::move(srcs);
-  return add(t, false);
+int Graph::op(Type type, std::array<std::int64_t, 4> ne, const Srcs& srcs) {
+  Tensor& t = push(false);
+  t.type = type, t.ne = ne, t.srcs = srcs;
+  return last();
 }
 
-int Graph::inplace(Srcs srcs) {
-  const auto ne = at(srcs.at(0)).ne;  // read before srcs is moved from
-  return inplace_as(ne, std::move(srcs));
-}
+int Graph::inplace(const Srcs& srcs) { return inplace_as(at(srcs.at(0)).ne, srcs); }
 
-int Graph::inplace_as(std::array<std::int64_t, 4> ne, Srcs srcs) {
-  Tensor t;
-  t.type = at(srcs.at(0)).type, t.ne = ne, t.inplace = true, t.srcs = std::move(srcs);
-  return add(t, false);
+int Graph::inplace_as(std::array<std::int64_t, 4> ne, const Srcs& srcs) {
+  const Type type = at(srcs.at(0)).type;  // read before the list may grow
+  Tensor& t = push(false);
+  t.type = type, t.ne = ne, t.inplace = true, t.srcs = srcs;
+  return last();
 }
 
 int Graph::view(int of, std::array<std::int64_t, 4> ne) {
-  Tensor t;
   // A view of a view shares the first source's memory (ggml_view_impl sets view_src to the root).
   const int root = at(of).view_of >= 0 ? at(of).view_of : of;
-  t.type = at(of).type, t.ne = ne, t.view_of = root, t.srcs = {of};
-  return add(t, false);
+  const Type type = at(of).type;
+  Tensor& t = push(false);
+  t.type = type, t.ne = ne, t.view_of = root, t.srcs = {of};
+  return last();
 }
 
-int Graph::external(Srcs srcs) {
-  Tensor t;
-  t.external = true, t.srcs = std::move(srcs);
-  return add(t, false);
+int Graph::external(const Srcs& srcs) {
+  Tensor& t = push(false);
+  t.external = true, t.srcs = srcs;
+  return last();
 }
 
 namespace {
 
 std::int64_t align_up(std::int64_t n, std::int64_t a) { return checked_add(n, a - 1, "compute buffer") / a * a; }
+
+// The same shape, compared element by element (std::array's == calls memcmp: ten million calls in the bench sweep).
+bool same_shape(const std::array<std::int64_t, 4>& a, const std::array<std::int64_t, 4>& b) {
+  return a[0] == b[0] && a[1] == b[1] && a[2] == b[2] && a[3] == b[3];
+}
 
 // ggml_dyn_tallocr with one chunk (the CPU buffer type has no maximum size).
 class DynAllocator {
@@ -197,7 +204,7 @@ class Placement {
         State& ps = st_[at(p)];
         const Tensor& pt = T_[at(p)];
         // views are never owned by the allocator (ggml_gallocr_is_own), so only a plain parent is reused
-        if (!ps.allocated || pt.output || pt.type != t.type || pt.ne != t.ne) continue;
+        if (!ps.allocated || pt.output || pt.type != t.type || !same_shape(pt.ne, t.ne)) continue;
         if (ps.children == 1 && ps.views == 0) {
           s.offset = ps.offset;
           ps.allocated = false;  // the node takes the parent's memory over
@@ -222,7 +229,7 @@ class Placement {
 // where a's are at or after `moved` (tensors of the periods), the same before it.
 bool shifted(const Tensor& a, const Tensor& b, int moved, int shift) {
   auto map = [&](int id) { return id >= moved ? id + shift : id; };
-  if (a.type != b.type || a.ne != b.ne || a.external != b.external || a.input != b.input || a.output != b.output ||
+  if (a.type != b.type || !same_shape(a.ne, b.ne) || a.external != b.external || a.input != b.input || a.output != b.output ||
       a.inplace != b.inplace || a.host != b.host || a.copy_of_node != b.copy_of_node || a.extra != b.extra ||
       a.srcs.size() != b.srcs.size() || (a.view_of < 0 ? b.view_of != a.view_of : b.view_of != map(a.view_of)))
     return false;

@@ -88,14 +88,14 @@ class Graph {
   // A device split's input copied from a host node (the token rows): placed like an input, kept n_copies times.
   int node_copy(Type type, std::array<std::int64_t, 4> ne);
   // A node computed into a new tensor of this layout.
-  int op(Type type, std::array<std::int64_t, 4> ne, Srcs srcs);
+  int op(Type type, std::array<std::int64_t, 4> ne, const Srcs& srcs);
   // A node whose op may overwrite its first parent of the same layout (ADD, MUL, RMS_NORM, ROPE, SOFT_MAX, ...).
-  int inplace(Srcs srcs);
-  int inplace_as(std::array<std::int64_t, 4> ne, Srcs srcs);  // same, with another shape (a reshaped result)
+  int inplace(const Srcs& srcs);
+  int inplace_as(std::array<std::int64_t, 4> ne, const Srcs& srcs);  // same, with another shape (a reshaped result)
   // A view (RESHAPE, VIEW, PERMUTE) of a tensor, with the viewed shape.
   int view(int of, std::array<std::int64_t, 4> ne);
   // A node writing into memory the graph does not own (SET_ROWS into the cache): keeps its parents alive.
-  int external(Srcs srcs);
+  int external(const Srcs& srcs);
   void reserve(std::size_t tensors) {
     tensors_.reserve(tensors);
     nodes_.reserve(tensors);
@@ -131,7 +131,8 @@ class Graph {
   const std::vector<int>& nodes() const { return nodes_; }
 
  private:
-  int add(Tensor t, bool leaf);
+  Tensor& push(bool leaf);
+  int last() const;
   std::vector<Tensor> tensors_;
   std::vector<int> leafs_, nodes_;
   std::int64_t unplaced_ = 0;

@@ -460,8 +460,8 @@ struct WeightSums {
     const int layer = il < 0 ? n_layer : HostWeight::kEveryLayer;
     const std::string_view base = matrix.base;
     const Bytes bytes = matrix.gpu_bytes;
-    for (auto& w : host_weights)
-      if (w.il == layer && w.base == base) {
+    for (auto& w : host_weights)  // lengths first: most names differ in length (no memcmp per layer and name)
+      if (w.il == layer && w.base.size() == base.size() && std::string_view(w.base) == base) {
         w.bytes = std::max(w.bytes, bytes);
         return;
       }
