@@ -52,7 +52,13 @@ template <std::size_t P, std::size_t D>
 struct FlatKey {
   std::array<const void*, P> ptrs;
   std::array<std::int64_t, D> dims;
-  bool operator==(const FlatKey&) const = default;
+  bool operator==(const FlatKey& o) const {  // element by element: std::array's == calls memcmp at every hit
+    for (std::size_t i = 0; i < P; ++i)
+      if (ptrs[i] != o.ptrs[i]) return false;
+    for (std::size_t i = 0; i < D; ++i)
+      if (dims[i] != o.dims[i]) return false;
+    return true;
+  }
 };
 struct FlatKeyHash {
   template <std::size_t P, std::size_t D>
