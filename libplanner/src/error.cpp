@@ -1,7 +1,6 @@
 #include "kvplan/error.hpp"
 
 #include <algorithm>
-#include <cctype>
 
 #include "catalog/names.hpp"
 

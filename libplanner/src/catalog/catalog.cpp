@@ -17,8 +17,6 @@ namespace {
 using detail::fold;
 using detail::folds_to;
 
-
-
 template <typename T, typename NamesOf>
 const T* find_by_name(const std::vector<T>& items, const std::string& wanted, NamesOf names_of) {
   // an id as written is canonical and wins over another entry's name that folds to it (and needs no fold per name)
@@ -124,7 +122,7 @@ NameParts name_parts(const std::string& name) {
   std::string s = without_weight_suffix(name.substr(name.rfind('/') == std::string::npos ? 0 : name.rfind('/') + 1));
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
   for (char& c : s)
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.') c = ' ';
+    if (!detail::kept_in_fold(c)) c = ' ';  // the characters a name keeps when folded; the rest split words
   NameParts p;
   std::istringstream words(s);
   bool sized = false;
