@@ -664,7 +664,7 @@ TEST_CASE("compute_type_key: cache types with one key give the same compute figu
         host = weight_bytes(m, q4, e, b, Placement::for_request(m, m.layers / 2, std::nullopt)).host_weights;
         in_ram = {&host, st.kv_layers_in_ram};
       }
-      const bool row_sizes = st.kv_layers_in_ram > 0 || !st.fa;
+      const bool row_sizes = compute_reads_row_sizes(m, st.fa, st.kv_layers_in_ram);
       std::map<std::array<std::int64_t, 6>, std::pair<std::string, ComputeBytes>> first;  // key -> first pair and figures
       for (const std::string& k : e.cache_types) {
         for (const std::string& v : {std::string("f16"), std::string("q4_0"), k}) {

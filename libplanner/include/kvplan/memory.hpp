@@ -163,10 +163,15 @@ ComputeBytes compute_bytes(const std::vector<LayerCache>& layers, const ModelSpe
 
 // What compute_bytes reads of a cache type: f32, f16, another unquantized type or quantized (the f16
 // copies flash attention makes, the casts of an f32 cache, the rotation inputs), and the row size only where
-// row_sizes says a graph holds rows of the cache type (K/V rows copied from RAM, the transposed V copy without flash
-// attention). Types with the same key give the same compute figures, so the ranker's memo shares them between
-// K/V pairs (q8_0 and q4_0 caches on a GPU build one graph): tests/unit/memory_test.cpp checks every pair.
+// row_sizes says a graph holds rows of the cache type (compute_reads_row_sizes). Types with the same key give the
+// same compute figures, so the ranker's memo shares them between K/V pairs (q8_0 and q4_0 caches on a GPU build one
+// graph): tests/unit/memory_test.cpp checks every pair.
 std::array<std::int64_t, 3> compute_type_key(const GgmlType& type, bool row_sizes);  // kind, block, bytes
+// Whether compute_bytes reads the cache types' row sizes: only for rows of the cache in the graph, the K and V rows
+// copied from RAM (op offload of layers whose KV is in RAM) and an MLA cache's transposed V copy without flash
+// attention. A standard cache without flash attention is read in place (KQ's matmul reads the K view, the V view
+// is stored transposed), so its quantized K types share one graph.
+bool compute_reads_row_sizes(const ModelSpec& m, bool flash_attn, int host_kv_layers);
 
 // Logits/embeddings output buffer (pinned host memory).
 Figure output_bytes(const ModelSpec& model, const ContextShape& shape);

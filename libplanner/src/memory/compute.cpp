@@ -140,6 +140,11 @@ std::array<std::int64_t, 3> compute_type_key(const GgmlType& t, bool row_sizes) 
   return {kind, row_sizes ? t.block : 0, row_sizes ? t.bytes : 0};
 }
 
+bool compute_reads_row_sizes(const ModelSpec& m, bool flash_attn, int host_kv_layers) {
+  // the graph's k_copy/v_copy (transformer_graph.cpp attention) and v_cont (latent_attention); the closed forms' v_cont
+  return host_kv_layers > 0 || (!flash_attn && m.mla && !m.mla->legacy);
+}
+
 ComputeBytes compute_bytes(const ModelSpec& m, const EngineSpec& engine, const ContextShape& s, const GgmlType& type_k,
                            const GgmlType& type_v, bool flash_attn, const BackendSpec& backend, bool holds_output, int n_copies) {
   return compute_bytes(layer_caches(m, engine), m, engine, s, type_k, type_v, flash_attn, backend, holds_output, n_copies);

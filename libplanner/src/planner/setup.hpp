@@ -264,8 +264,7 @@ struct Setup {
                        const WeightBytes* host_weights = nullptr, int host_kv_layers = 0) const {
     const bool copies = host_weights && !host_weights->host_weights.empty();
     const std::uint64_t digest = copies ? host_weights->host_weights_digest : 0;
-    // Rows of the cache types are in the graph only for a cache in RAM or attention without flash attention.
-    const bool row_sizes = host_kv_layers > 0 || !fa;
+    const bool row_sizes = compute_reads_row_sizes(m, fa, host_kv_layers);
     const auto k = compute_type_key(tk, row_sizes), v = compute_type_key(tv, row_sizes);
     const ComputeKey key{{engine, &m, &b},
                          {k[0], k[1], k[2], v[0], v[1], v[2], sh.n_ctx, sh.n_ctx_seq, sh.n_stream, sh.n_seq, sh.unified ? 1 : 0, sh.n_ubatch, sh.n_batch, sh.swa_cells,
