@@ -456,16 +456,15 @@ struct WeightSums {
   // of it, for the compute graph. il < 0 is the output layer. The repeating layers' weights are kept once per name,
   // the largest, for every layer (HostWeight::kEveryLayer): layers of one kind are alike, so the peak a copy causes
   // does not depend on which of them are in RAM, and the placement search shares one graph per weight format.
-  void add_host_weight(int il, const SizedWeights::Matrix& matrix, int n_layer) {
-    const int layer = il < 0 ? n_layer : HostWeight::kEveryLayer;
-    const std::string_view base = matrix.base;
-    const Bytes bytes = matrix.gpu_bytes;
-    for (auto& w : host_weights)  // lengths first: most names differ in length (no memcmp per layer and name)
-      if (w.il == layer && w.base.size() == base.size() && std::string_view(w.base) == base) {
-        w.bytes = std::max(w.bytes, bytes);
-        return;
-      }
-    host_weights.push_back({layer, std::string(base), bytes});
+  // The list is in the order the names first appear; `at` holds each name's index in it (-1: not yet there).
+  void add_host_weight(int il, const SizedWeights::Matrix& matrix, int n_layer, std::vector<int>& at) {
+    int& i = at[static_cast<size_t>(matrix.name)];
+    if (i >= 0) {
+      host_weights[static_cast<size_t>(i)].bytes = std::max(host_weights[static_cast<size_t>(i)].bytes, matrix.gpu_bytes);
+      return;
+    }
+    i = static_cast<int>(host_weights.size());
+    host_weights.push_back({il < 0 ? n_layer : HostWeight::kEveryLayer, std::string(matrix.base), matrix.gpu_bytes});
   }
 
   void add(int device, const SizedWeights::Part& t) {
@@ -608,6 +607,15 @@ SizedWeights sized_weights(const ModelSpec& m, const WeightFormat& format, const
     sizes.push_back({&type, ne0, nrows, on_gpu, &backend == &cpu ? on_gpu : tensor_bytes(type, ne0, nrows, cpu)});
     return sizes.back();
   };
+  // Each matrix name's index, the output layer's names apart (placed_weights keeps one host weight per index).
+  std::vector<std::pair<bool, std::string_view>> matrix_names;
+  auto name_index = [&](bool output_layer, std::string_view base) {
+    for (size_t i = 0; i < matrix_names.size(); ++i)
+      if (matrix_names[i].first == output_layer && matrix_names[i].second == base) return static_cast<int>(i);
+    matrix_names.emplace_back(output_layer, base);
+    out.distinct_names = static_cast<int>(matrix_names.size());
+    return out.distinct_names - 1;
+  };
   // `matrix`: the tensor's name within its layer when it is a matmul weight the GPU copies from RAM, else "".
   auto keep = [&](int il, std::string_view base, std::string_view matrix, bool on_host, const GgmlType& type, std::int64_t ne0,
                   std::int64_t nrows, auto&& name) {
@@ -626,7 +634,7 @@ SizedWeights sized_weights(const ModelSpec& m, const WeightFormat& format, const
     if (nrows > 1 && !t.token_embd) t.largest_cpu_matrix = t.cpu_raw;
     t.first_matrix = static_cast<int>(out.matrices.size());
     if (nrows > 1 && gpu_backend && !matrix.empty() && matrix != "token_embd") {
-      out.matrices.push_back({matrix, on_gpu.bytes});
+      out.matrices.push_back({matrix, on_gpu.bytes, name_index(il < 0, matrix)});
       t.n_matrices = 1;
     }
     if (names) {
@@ -685,11 +693,13 @@ WeightBytes placed_weights(const SizedWeights& sized, const ModelSpec& m, const 
   }
   if (!overrides.empty() && sized.names.size() != sized.parts.size())
     throw std::logic_error("placed_weights: -ot patterns need the tensors' names (sized_weights with names)");
+  std::vector<int> host_weight_at(static_cast<size_t>(sized.distinct_names), -1);
   for (size_t i = 0; i < sized.parts.size(); ++i) {
     const SizedWeights::Part& t = sized.parts[i];
     const int device = device_of(t.on_host, t.il, t.expert, [&]() -> const std::string& { return sized.names[i]; }, placement, overrides);
     if (device < 0)
-      for (int k = t.first_matrix; k < t.first_matrix + t.n_matrices; ++k) sums.add_host_weight(t.il, sized.matrices[k], m.layers);
+      for (int k = t.first_matrix; k < t.first_matrix + t.n_matrices; ++k)
+        sums.add_host_weight(t.il, sized.matrices[static_cast<size_t>(k)], m.layers, host_weight_at);
     if (t.tied_copy && !copy_allocated(device >= 0, backend, engine, m)) continue;
     sums.add(device, t);
   }

@@ -29,9 +29,11 @@ struct SizedWeights {
   struct Matrix {
     std::string_view base;
     Bytes gpu_bytes = 0;
+    int name = 0;  // which of the distinct names (the output layer's apart from the repeating layers'): an index
   };
   std::vector<Part> parts;
   std::vector<Matrix> matrices;
+  int distinct_names = 0;  // of the matrices: placed_weights keeps one host weight per name, found by index
   std::vector<std::string> names;  // sized with names (-ot patterns match names): one tensor per part, its name
   bool exact = false;  // a GGUF's own tensors (else llama-quantize's recipe: an estimate)
 };
