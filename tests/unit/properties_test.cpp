@@ -353,7 +353,7 @@ TEST_CASE("offloaded: the most layers on the GPU, as a scan of every -ngl finds 
         auto fits = [&](int ngl) {
           detail::Candidate x = cand;
           x.placement = Placement::for_request(m, ngl, std::nullopt, counts_output);
-          x.weight_bytes = std::make_shared<const WeightBytes>(detail::candidate_weight_bytes(s, *cand.weights, x.placement));
+          x.weight_bytes = detail::candidate_weight_bytes(s, *cand.weights, x.placement);
           x.placed_by_kvplan = true;
           return detail::devices_headroom(s, x, ctx) >= 0;
         };

@@ -165,14 +165,16 @@ engines::PairCheck check_candidate(const Setup& s, const CacheChoices& choices, 
 
 }  // namespace
 
-WeightBytes candidate_weight_bytes(const Setup& s, const WeightFormat& f, const Placement& placement) {
-  if (s.own_memory) return engines::runtime_weight_bytes(*s.model, f, s.engine->weights_rel_error_fallback, s.resolved.tensor_parallel);
-  if (!placement.overrides.empty() || sized_from_params(*s.model)) return weight_bytes(*s.model, f, *s.engine, *s.backend, placement);
+std::shared_ptr<const WeightBytes> candidate_weight_bytes(const Setup& s, const WeightFormat& f, const Placement& placement) {
+  auto shared = [](WeightBytes&& w) { return std::make_shared<const WeightBytes>(std::move(w)); };
+  if (s.own_memory)
+    return shared(engines::runtime_weight_bytes(*s.model, f, s.engine->weights_rel_error_fallback, s.resolved.tensor_parallel));
+  if (!placement.overrides.empty() || sized_from_params(*s.model)) return shared(weight_bytes(*s.model, f, *s.engine, *s.backend, placement));
   const SizedWeights& sized = s.sized(f);
-  if (!placement.split_points.empty()) return placed_weights(sized, *s.model, *s.engine, *s.backend, placement);
+  if (!placement.split_points.empty()) return shared(placed_weights(sized, *s.model, *s.engine, *s.backend, placement));
   const Setup::WeightsKey key{&f, placement.first_gpu_layer, placement.cpu_moe_layers, placement.output_on_gpu};
   auto it = s.weights_memo.find(key);
-  if (it == s.weights_memo.end()) it = s.weights_memo.emplace(key, placed_weights(sized, *s.model, *s.engine, *s.backend, placement)).first;
+  if (it == s.weights_memo.end()) it = s.weights_memo.emplace(key, shared(placed_weights(sized, *s.model, *s.engine, *s.backend, placement))).first;
   return it->second;
 }
 
@@ -225,7 +227,7 @@ std::vector<Candidate> enumerate(const Setup& s) {
   candidates.reserve(formats.size() * settings.size());
   std::vector<engines::PairCheck> refusals;
   for (const auto* f : formats) {
-    const auto wb = std::make_shared<const WeightBytes>(candidate_weight_bytes(s, *f, s.placement));
+    const auto wb = candidate_weight_bytes(s, *f, s.placement);
     for (const auto& [k, v, fa, check, type_k, type_v] : settings) {
       if (!check.ok && !(check.slow && s.request.allow_slow)) {
         if (f == formats.front()) refusals.push_back(check);

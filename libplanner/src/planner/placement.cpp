@@ -8,15 +8,25 @@ namespace kvplan::detail {
 
 namespace {
 
-Candidate placed(const Setup& s, const Candidate& c, bool experts, int n) {
-  Candidate x = c;
-  const bool counts_output = s.engine->rule_holds("ngl_counts_output");
-  x.placement = experts ? Placement::for_request(*s.model, std::nullopt, n, counts_output)
-                        : Placement::for_request(*s.model, n, std::nullopt, counts_output);
-  x.weight_bytes = std::make_shared<const WeightBytes>(candidate_weight_bytes(s, *c.weights, x.placement));
-  x.placed_by_kvplan = true;
-  return x;
-}
+// The candidate with a placement of kvplan's: the n layers' experts (experts) or -ngl n. The search probes many
+// placements of one candidate, so it sets them on one copy (a Candidate's copy is strings and lists).
+class Placer {
+ public:
+  Placer(const Setup& s, const Candidate& c) : s_(s), x_(c), counts_output_(s.engine->rule_holds("ngl_counts_output")) {
+    x_.placed_by_kvplan = true;
+  }
+  const Candidate& at(bool experts, int n) {
+    x_.placement = experts ? Placement::for_request(*s_.model, std::nullopt, n, counts_output_)
+                           : Placement::for_request(*s_.model, n, std::nullopt, counts_output_);
+    x_.weight_bytes = candidate_weight_bytes(s_, *x_.weights, x_.placement);
+    return x_;
+  }
+
+ private:
+  const Setup& s_;
+  Candidate x_;
+  bool counts_output_;
+};
 
 }  // namespace
 
@@ -28,26 +38,28 @@ std::optional<Candidate> offloaded(const Setup& s, const Candidate& c, int ctx) 
   // Asking both made it monotonic in neither: Qwen3-30B-A3B Q6_K on 24 GB with 22 GiB of RAM failed because all
   // experts in RAM overflow RAM, though 9 layers' experts (4.4 GiB) fit both.
   // The GPU's need grows about linearly with what it holds, so the search is last_fitting's linear guess.
-  auto headroom = [&](int n) { return devices_headroom(s, placed(s, c, experts, n), ctx); };
+  Placer placer(s, c);
+  auto placed = [&](bool in_ram, int n) { return placer.at(in_ram, n); };  // a copy to keep
+  auto headroom = [&](int n) { return devices_headroom(s, placer.at(experts, n), ctx); };
   const int layers = m.layers;
   if (experts) {
     // the fewest layers whose experts go to RAM: the most, k, whose experts stay on the GPU
     const Bytes all_in_ram = headroom(layers);
-    if (all_in_ram < 0) return placed(s, c, true, layers);  // all of them; the context search shortens the rest
+    if (all_in_ram < 0) return placed(true, layers);  // all of them; the context search shortens the rest
     const Bytes none_in_ram = headroom(0);  // the caller found the full offload short; at least one layer's experts move
-    if (none_in_ram >= 0) return placed(s, c, true, 1);
+    if (none_in_ram >= 0) return placed(true, 1);
     const int kept = last_fitting(0, all_in_ram, layers, none_in_ram, [&](int k) { return headroom(layers - k); });
-    return placed(s, c, true, layers - kept);
+    return placed(true, layers - kept);
   }
   // the most layers on the GPU (-ngl counts the output layer first at b10454: layers + 1 is everything). The search
   // starts at -ngl 1: every placement from 1 to `layers` keeps the output layer on the GPU and shares one compute
   // graph per format (layers are alike), where -ngl 0 puts the output matrix in RAM (its copy in the GPU's compute
   // buffer: a graph of its own, and not always less GPU memory than -ngl 1).
   const Bytes output_only = headroom(1);
-  if (output_only < 0) return headroom(0) >= 0 ? std::optional<Candidate>(placed(s, c, false, 0)) : std::nullopt;
+  if (output_only < 0) return headroom(0) >= 0 ? std::optional<Candidate>(placed(false, 0)) : std::nullopt;
   const Bytes everything = headroom(layers + 1);  // the caller found it short; were it not, the most is `layers`
-  if (everything >= 0) return placed(s, c, false, layers);
-  return placed(s, c, false, last_fitting(1, output_only, layers + 1, everything, headroom));
+  if (everything >= 0) return placed(false, layers);
+  return placed(false, last_fitting(1, output_only, layers + 1, everything, headroom));
 }
 
 }  // namespace kvplan::detail

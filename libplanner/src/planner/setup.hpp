@@ -189,9 +189,10 @@ struct Setup {
     bool operator()(NamePair a, NamePair b) const { return a == b; }
   };
   mutable std::unordered_map<std::pair<std::string, std::string>, ScoreCell, NamePairHash, NamePairEqual> score_cells;
-  // Weight bytes per (format, placement): the placement search asks for the same layers' split once per K/V pair.
+  // Weight bytes per (format, placement): the placement search asks for the same layers' split once per K/V pair,
+  // and its candidates share them.
   using WeightsKey = std::tuple<const WeightFormat*, int, int, bool>;
-  mutable std::map<WeightsKey, WeightBytes> weights_memo;
+  mutable std::map<WeightsKey, std::shared_ptr<const WeightBytes>> weights_memo;
   // Each format's tensors sized once: the placement search then only places them (memory/weights.hpp).
   mutable std::map<const WeightFormat*, SizedWeights> sized_memo;  // the file's own format (catalog ones: compute_memo)
   const SizedWeights& sized(const WeightFormat& f) const {
@@ -317,7 +318,8 @@ std::vector<Candidate> enumerate(const Setup& s);
 std::vector<size_t> settings_major(const std::vector<Candidate>& cs);
 // An Unsloth Dynamic (UD-*) mix named without its file: its per-tensor types are only in the header.
 [[noreturn]] void reject_dynamic_quant(const std::string& flag, const std::string& value);
-WeightBytes candidate_weight_bytes(const Setup& s, const WeightFormat& f, const Placement& placement);
+// Shared: the candidates of one format and placement hold the same figures.
+std::shared_ptr<const WeightBytes> candidate_weight_bytes(const Setup& s, const WeightFormat& f, const Placement& placement);
 // The weights of a catalog model at the fewest bits per weight of any GGUF format it may be planned in (its base
 // type; the recipes only raise tensors above it): a lower bound on what any plan of it holds.
 double least_weight_bytes(const Catalog& c, const ModelSpec& m);
