@@ -333,6 +333,41 @@ TEST_CASE("largest_round_ctx: the ranking's round context equals the step search
   CHECK(below_cap > 50);  // the search below the cap is exercised, not only the first probe
 }
 
+TEST_CASE("context search: a candidate answered 0 fits at no context, and no allocation is negative") {
+  // The searches answer 0 without probing where the main weights alone overflow a pool (weights_alone_overflow),
+  // which holds only if every other allocation adds bytes: the smallest step must then not fit either.
+  const Catalog& c = kvtest::catalog();
+  std::vector<Request> requests(4);
+  requests[0].gpu = "rtx4090", requests[0].model = "qwen3-14b";  // F16 and BF16 exceed the card
+  requests[1].gpu = "rtx3060-12gb", requests[1].model = "qwen2.5-coder-32b", requests[1].n_gpu_layers = -1;
+  requests[2].gpu = "8GB", requests[2].model = "gemma-3-12b-it", requests[2].n_parallel = 2;
+  requests[3].gpu = "rtx3060-12gb", requests[3].model = "qwen3-30b-a3b", requests[3].host_ram = 16LL << 30, requests[3].n_cpu_moe = 48;
+  int none = 0, some = 0;
+  for (const Request& r : requests) {
+    const detail::Setup s = detail::resolve(c, r);
+    const int step = s.engine->ctx_pad * r.n_parallel;
+    for (const detail::Candidate& cand : detail::enumerate(s)) {
+      CAPTURE(r.model, r.gpu, cand.weights->id, cand.k, cand.v, cand.flash_attn);
+      const Option smallest = detail::account(s, cand, step);
+      for (const Allocation& a : smallest.allocations) {
+        CHECK(a.figure.bytes >= 0);
+        CHECK(a.figure.high >= 0);
+      }
+      const int found = detail::largest_fitting_ctx(s, cand, 32768 * r.n_parallel);
+      CHECK(detail::largest_round_ctx(s, cand, 32768 * r.n_parallel) == (found >= 2048 * r.n_parallel ? found / 1024 / r.n_parallel * 1024 * r.n_parallel : found));
+      if (found == 0) {
+        ++none;
+        CHECK_FALSE(smallest.fits());
+      } else {
+        ++some;
+        CHECK(smallest.fits());
+      }
+    }
+  }
+  CHECK(none > 20);  // formats too large for the card: the shortcut is exercised
+  CHECK(some > 20);
+}
+
 TEST_CASE("offloaded: the most layers on the GPU, as a scan of every -ngl finds them") {
   // Dense models too large for the card at the cap: the placement search (from -ngl 1, a linear guess and a
   // bisection) against every -ngl from the most down, for a few candidates of each request.

@@ -408,19 +408,14 @@ const std::vector<Setup::PoolSums>& rest_sums(const Setup& s, const Candidate& c
   return it->second;
 }
 
-// The smallest headroom over the pools of a llama.cpp candidate at ctx (negative: it does not fit), without
-// building the option: the context search asks it several times per candidate, and for every weight format at the
-// same contexts, so the allocations other than the weights are summed once per (K, V, flash attention, context)
-// where they do not depend on the format. The pools are summed as sum_pools does, with the same checks.
-// The tightest headroom at `ctx` over every pool, or over the devices only (not host RAM).
-Bytes headroom_at(const Setup& s, const Candidate& c, int ctx, bool devices_only = false) {
-  std::vector<Setup::PoolSums> own;
-  const std::vector<Setup::PoolSums>& rest = rest_sums(s, c, ctx, own);
+// The tightest headroom over the pools (or the devices only, not host RAM) of the candidate's main weights and `rest`,
+// the sums of its other allocations (nullptr: none), as sum_pools sums them.
+Bytes least_headroom(const Setup& s, const Candidate& c, const std::vector<Setup::PoolSums>* rest, bool devices_only) {
   Bytes least = std::numeric_limits<Bytes>::max();
   for (size_t i = 0; i < s.pools.size(); ++i) {
     if (devices_only && s.pools[i].kind == kHostKind) continue;
     Setup::PoolSums sum;  // the rest's, and the main weights in this pool (the rest is not copied: the search asks often)
-    sum.bytes = rest[i].bytes, sum.high = rest[i].high;
+    if (rest) sum.bytes = (*rest)[i].bytes, sum.high = (*rest)[i].high;
     for_each_main_weights(s, c, [&](const std::string& pool, const Figure& f, const char* what) {
       if (s.pool_index(pool) == i) sum.add(f, what);
     });
@@ -430,6 +425,21 @@ Bytes headroom_at(const Setup& s, const Candidate& c, int ctx, bool devices_only
   }
   return least;
 }
+
+// The smallest headroom over the pools of a llama.cpp candidate at ctx (negative: it does not fit), without
+// building the option: the context search asks it several times per candidate, and for every weight format at the
+// same contexts, so the allocations other than the weights are summed once per (K, V, flash attention, context)
+// where they do not depend on the format. The pools are summed as sum_pools does, with the same checks.
+// The tightest headroom at `ctx` over every pool, or over the devices only (not host RAM).
+Bytes headroom_at(const Setup& s, const Candidate& c, int ctx, bool devices_only = false) {
+  std::vector<Setup::PoolSums> own;
+  return least_headroom(s, c, &rest_sums(s, c, ctx, own), devices_only);
+}
+
+// The candidate's main weights alone overflow a pool: every other allocation only adds to them (none is negative), so
+// it fits at no context, and a context search answers 0 without its probes (each a reserve graph: a format too large
+// for the card cost a plan's search two graphs per cache-type setting, at one step and at 1024 tokens).
+bool weights_alone_overflow(const Setup& s, const Candidate& c) { return least_headroom(s, c, nullptr, false) < 0; }
 
 }  // namespace
 
@@ -546,7 +556,7 @@ int largest_fitting_ctx(const Setup& s, const Candidate& c, int cap) {
   // Without unified KV each slot gets PAD(ctx / n_parallel, 256): step by whole slots.
   const int step = s.own_memory ? 256 : s.engine->ctx_pad * (s.request.kv_unified ? 1 : s.request.n_parallel);
   const int hi = cap / step;  // in steps
-  if (hi < 1) return 0;
+  if (hi < 1 || (!s.own_memory && weights_alone_overflow(s, c))) return 0;
   if (!s.own_memory && hi > 2) {
     auto headroom = [&](int steps) { return headroom_at(s, c, steps * step); };
     const Bytes at_cap = headroom(hi);
@@ -574,6 +584,7 @@ int largest_round_ctx(const Setup& s, const Candidate& c, int cap) {
   const int slots = s.request.kv_unified ? 1 : s.request.n_parallel;
   const int fine = s.engine->ctx_pad * slots, coarse = kRoundCtx * slots;
   if (s.own_memory || fine <= 0 || coarse % fine != 0 || cap / fine <= 2) return largest_fitting_ctx(s, c, cap);
+  if (weights_alone_overflow(s, c)) return 0;
   std::vector<std::pair<int, Bytes>> seen;  // the probes so far: a bracket's ends are asked again
   auto headroom = [&](int ctx) {
     for (const auto& [x, h] : seen)
