@@ -333,7 +333,7 @@ void for_each_recipe_tensor(const ModelSpec& m, RecipeTyper& typer, Emit&& emit)
 struct LayerClass {
   bool sliding = false, moe = false;
   std::int64_t kv_heads = 0, ff = 0;
-  std::vector<char> selected;  // per format rule
+  std::uint64_t selected = 0;  // bit i: format rule i selects the layer (LayerRepeats keeps formats of at most 64 rules)
   bool operator==(const LayerClass&) const = default;
 };
 
@@ -536,8 +536,9 @@ class LayerRepeats {
     for (const auto& r : f.rules) sets_.push_back(layer_set(r.layers));
   }
 
-  // Whether layer il repeats a class already sized (its parts and matrices then added); else size() must follow.
+  // Whether layer il repeats a class already sized (its parts then added); else size() must follow.
   bool repeat(const ModelSpec& m, const WeightFormat& f, int il) {
+    if (sets_.size() > 64) return false;  // a --data format of more rules than the class has bits: every layer sized
     fill_class(m, f, il);
     for (const Run& run : runs_)
       if (run.cls == scratch_) {
@@ -549,31 +550,31 @@ class LayerRepeats {
   // Sizes layer il (of the class repeat() just worked out) with `emit_layer` and remembers its run.
   template <class EmitLayer>
   void size(EmitLayer&& emit_layer) {
-    const size_t first_part = out_.parts.size(), first_matrix = out_.matrices.size();
+    const size_t first_part = out_.parts.size();
     emit_layer();
-    runs_.push_back({scratch_, first_part, out_.parts.size() - first_part, first_matrix, out_.matrices.size() - first_matrix});
+    runs_.push_back({scratch_, first_part, out_.parts.size() - first_part});
   }
 
  private:
   struct Run {
     LayerClass cls;
-    size_t first_part, n_parts, first_matrix, n_matrices;
+    size_t first_part, n_parts;
   };
 
   void fill_class(const ModelSpec& m, const WeightFormat& f, int il) {
     scratch_.sliding = m.is_sliding(il), scratch_.moe = m.is_moe_layer(il);
     scratch_.kv_heads = m.kv_heads_per_layer.empty() ? m.kv_heads : m.kv_heads_per_layer.at(static_cast<size_t>(il));
     scratch_.ff = m.ff_at(il);
-    scratch_.selected.clear();
-    for (size_t i = 0; i < f.rules.size(); ++i) scratch_.selected.push_back(layer_selected(sets_[i], f.rules[i].first_n, il, m.layers) ? 1 : 0);
+    scratch_.selected = 0;
+    for (size_t i = 0; i < f.rules.size(); ++i)
+      if (layer_selected(sets_[i], f.rules[i].first_n, il, m.layers)) scratch_.selected |= std::uint64_t{1} << i;
   }
 
+  // The run's parts under layer il's index; their matrices are the run's (the same names and bytes), not copied.
   void copy(const Run& run, int il) {
-    const int shift = static_cast<int>(out_.matrices.size()) - static_cast<int>(run.first_matrix);
-    for (size_t i = 0; i < run.n_matrices; ++i) out_.matrices.push_back(out_.matrices[run.first_matrix + i]);
     for (size_t i = 0; i < run.n_parts; ++i) {
       SizedWeights::Part p = out_.parts[run.first_part + i];
-      p.il = il, p.first_matrix += shift;
+      p.il = il;
       out_.parts.push_back(p);
     }
   }

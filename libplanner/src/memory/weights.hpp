@@ -20,7 +20,7 @@ struct SizedWeights {
     bool expert = false, on_host = false, token_embd = false, tied_copy = false;
     Bytes gpu = 0, gpu_raw = 0, cpu = 0, cpu_raw = 0;  // padded and unpadded, in each buffer
     Bytes largest_cpu_matrix = 0;  // the biggest matmul weight of the part, unpadded (op offload copies it)
-    int first_matrix = 0, n_matrices = 0;  // its matmul weights in `matrices`
+    int first_matrix = 0, n_matrices = 0;  // its matmul weights in `matrices` (a repeated layer's are its first's)
   };
   // A matmul weight as the GPU's copy of it when it lives in RAM (op offload): its name within the layer
   // ("ffn_up", "output") and its bytes in the GPU backend's buffer. Kept only for a GPU backend. The name is a view:
