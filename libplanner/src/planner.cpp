@@ -147,6 +147,20 @@ struct Sized {
     options.push_back(std::move(o));
     origins.push_back({&c, at_cap});
   }
+  // A candidate whose main weights alone overflow a pool fits at no context (weights_alone_overflow): its option is
+  // read only when nothing fits (report_nothing_fits), so it is sized then (size_deferred), in its place.
+  void defer(const Candidate& c) {
+    deferred.push_back(options.size());
+    failing.push_back(options.size());
+    options.emplace_back();
+    origins.push_back({&c, false});
+  }
+  template <class Size>
+  void size_deferred(Size&& size) {
+    for (size_t i : deferred) options[i] = size(*origins[i].candidate, origins[i].at_cap);
+    deferred.clear();
+  }
+  std::vector<size_t> deferred;  // into options: failing, not sized yet
   // an option at the task minimum that rates mild or better: the model fits the GPU for the task
   bool good_at_min() const {
     return std::any_of(fitting.begin(), fitting.end(), [&](size_t i) {
@@ -376,7 +390,12 @@ Plan detail::plan_sharing(const Catalog& catalog, const Request& request, const 
   sized.reserve(candidates.size());
   ContextSearches searches;
   std::vector<int> reached(candidates.size());  // the context each reaches on the GPU (0: does not fit)
+  auto sized_later = [&](const Candidate& c) { return !s.own_memory && weights_alone_overflow(s, c); };
   for (size_t i = 0; i < candidates.size(); ++i) {
+    if (sized_later(candidates[i])) {
+      sized.defer(candidates[i]);
+      continue;  // reached[i] stays 0
+    }
     bool at_cap = false;
     Option o = size_option(s, candidates[i], out.mode, cap, searches, reached[i], at_cap);
     if (!o.fits()) reached[i] = 0;
@@ -402,14 +421,21 @@ Plan detail::plan_sharing(const Catalog& catalog, const Request& request, const 
     };
     std::vector<std::optional<Result>> results(placed.size());
     for (size_t k : settings_major(placed)) {
+      if (sized_later(placed[k])) continue;
       Result r;
       r.option = size_option(s, placed[k], out.mode, cap, searches, r.ctx, r.at_cap);
       results[k] = std::move(r);
     }
     sized.reserve(sized.options.size() + placed.size());
-    for (size_t k = 0; k < placed.size(); ++k) sized.add(std::move(results[k]->option), results[k]->ctx, placed[k], results[k]->at_cap);
+    for (size_t k = 0; k < placed.size(); ++k)
+      if (results[k]) sized.add(std::move(results[k]->option), results[k]->ctx, placed[k], results[k]->at_cap);
+      else sized.defer(placed[k]);
   }
   if (sized.fitting.empty()) {
+    sized.size_deferred([&](const Candidate& c, bool& at_cap) {
+      int ctx = 0;
+      return size_option(s, c, out.mode, cap, searches, ctx, at_cap);
+    });
     report_nothing_fits(s, sized, out);
     out.verdict = "nothing_fits";
   } else {

@@ -139,6 +139,23 @@ TEST_CASE("nothing fits is a result that says what is missing") {
   CHECK(p.recommended() == nullptr);
   CHECK(p.nothing_fits.find("needs") != std::string::npos);
   CHECK_FALSE(p.options.empty());
+  // every shown option is sized, those whose weights alone overflow a pool too (sized only once nothing fits)
+  for (const Option& o : p.options) {
+    CAPTURE(o.weights, o.cache_type_k, o.cache_type_v);
+    CHECK(o.ctx_size > 0);
+    CHECK(o.pools.size() == p.pools.size());
+    CHECK(o.sum("weights") + o.sum("weights_host") > 0);
+    CHECK(o.sum("compute") > 0);
+    CHECK(o.quality.expected_loss > 0);
+  }
+  r.weights = "F16";  // weights alone overflow: the option is sized after the search
+  const Plan f16 = plan(kvtest::catalog(), r);
+  CHECK(f16.verdict == "nothing_fits");
+  REQUIRE_FALSE(f16.options.empty());
+  for (const Option& o : f16.options) {
+    CHECK(o.sum("compute") > 0);
+    CHECK_FALSE(o.fits());
+  }
 }
 
 TEST_CASE("placement by default: a dense model that does not fit keeps layers in RAM, an MoE its experts") {

@@ -436,11 +436,6 @@ Bytes headroom_at(const Setup& s, const Candidate& c, int ctx, bool devices_only
   return least_headroom(s, c, &rest_sums(s, c, ctx, own), devices_only);
 }
 
-// The candidate's main weights alone overflow a pool: every other allocation only adds to them (none is negative), so
-// it fits at no context, and a context search answers 0 without its probes (each a reserve graph: a format too large
-// for the card cost a plan's search two graphs per cache-type setting, at one step and at 1024 tokens).
-bool weights_alone_overflow(const Setup& s, const Candidate& c) { return least_headroom(s, c, nullptr, false) < 0; }
-
 }  // namespace
 
 int linear_guess(int lo, Bytes headroom_lo, int hi, Bytes headroom_hi) {
@@ -449,6 +444,8 @@ int linear_guess(int lo, Bytes headroom_lo, int hi, Bytes headroom_hi) {
 }
 
 Bytes devices_headroom(const Setup& s, const Candidate& c, int ctx) { return headroom_at(s, c, ctx, true); }
+
+bool weights_alone_overflow(const Setup& s, const Candidate& c) { return least_headroom(s, c, nullptr, false) < 0; }
 
 namespace {
 

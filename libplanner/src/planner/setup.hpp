@@ -338,6 +338,11 @@ Option ranked_account(const Setup& s, const Candidate& c, int ctx, SpeedInputs& 
 // The tightest headroom of the GPU(s) alone at `ctx`, whatever host RAM says (llama.cpp's own memory model only;
 // negative: they do not hold it).
 Bytes devices_headroom(const Setup& s, const Candidate& c, int ctx);
+// The candidate's main weights alone overflow a pool (llama.cpp's memory model): every other allocation only adds to
+// them (none is negative), so it fits at no context. A context search then answers 0 without probing (each probe a
+// reserve graph: a format too large for the card cost a plan two graphs per cache-type setting), and plan() sizes
+// its option only if nothing fits (the only time a failing option is read).
+bool weights_alone_overflow(const Setup& s, const Candidate& c);
 int largest_fitting_ctx(const Setup& s, const Candidate& c, int cap);
 // Its answer as the ranking offers it: below the cap, a multiple of 1024 per slot from 2048 per slot on.
 int largest_round_ctx(const Setup& s, const Candidate& c, int cap);
