@@ -412,12 +412,14 @@ const std::vector<Setup::PoolSums>& rest_sums(const Setup& s, const Candidate& c
 // the sums of its other allocations (nullptr: none), as sum_pools sums them.
 Bytes least_headroom(const Setup& s, const Candidate& c, const std::vector<Setup::PoolSums>* rest, bool devices_only) {
   Bytes least = std::numeric_limits<Bytes>::max();
+  const size_t device = s.pool_index(s.device_pool), host = s.pool_index(s.host_pool);  // most figures name these
+  auto index_of = [&](const std::string& pool) { return &pool == &s.device_pool ? device : &pool == &s.host_pool ? host : s.pool_index(pool); };
   for (size_t i = 0; i < s.pools.size(); ++i) {
     if (devices_only && s.pools[i].kind == kHostKind) continue;
     Setup::PoolSums sum;  // the rest's, and the main weights in this pool (the rest is not copied: the search asks often)
     if (rest) sum.bytes = (*rest)[i].bytes, sum.high = (*rest)[i].high;
     for_each_main_weights(s, c, [&](const std::string& pool, const Figure& f, const char* what) {
-      if (s.pool_index(pool) == i) sum.add(f, what);
+      if (index_of(pool) == i) sum.add(f, what);
     });
     PoolUsage u;
     u.allocations = sum.bytes, u.allocations_high = sum.high;
