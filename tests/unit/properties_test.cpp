@@ -368,6 +368,40 @@ TEST_CASE("context search: a candidate answered 0 fits at no context, and no all
   CHECK(some > 20);
 }
 
+TEST_CASE("no allocation is negative: every catalog model, layers in RAM, a draft, several backends") {
+  // What weights_alone_overflow rests on, over the catalog: each figure of every kind adds bytes to its pool.
+  const Catalog& c = kvtest::catalog();
+  std::vector<Request> requests = accounting_requests();
+  for (const ModelSpec& m : c.models) {
+    Request r;
+    r.gpu = "rtx3060-12gb", r.model = m.id, r.n_gpu_layers = m.layers / 2;  // weights, KV and compute on both sides
+    requests.push_back(r);
+  }
+  int figures = 0;
+  for (const Request& r : requests) {
+    detail::Setup s;
+    std::vector<detail::Candidate> candidates;
+    try {
+      s = detail::resolve(c, r);
+      candidates = detail::enumerate(s);
+    } catch (const InputError&) {
+      continue;  // an architecture this engine cannot run
+    }
+    for (size_t i = 0; i < candidates.size(); i += 9) {
+      for (const int ctx : {256, 8192}) {
+        CAPTURE(r.model, r.gpu, candidates[i].weights->id, candidates[i].k, candidates[i].v, ctx);
+        for (const Allocation& a : detail::account(s, candidates[i], ctx).allocations) {
+          CAPTURE(a.component, a.what, a.pool);
+          CHECK(a.figure.bytes >= 0);
+          CHECK(a.figure.high >= a.figure.bytes);
+          ++figures;
+        }
+      }
+    }
+  }
+  CHECK(figures > 5000);
+}
+
 TEST_CASE("offloaded: the most layers on the GPU, as a scan of every -ngl finds them") {
   // Dense models too large for the card at the cap: the placement search (from -ngl 1, a linear guess and a
   // bisection) against every -ngl from the most down, for a few candidates of each request.
