@@ -106,7 +106,7 @@ bool ranks_before(const Setup& s, const Option& a, const Option& b) {
     return std::make_tuple(o.quality.risk == Risk::avoid, max_context && o.quality.risk > Risk::mild, o.below_task_min,
                            k_free && k_bits(s, o.cache_type_k) <= s.catalog->prior.low_bits);
   };
-  if (tier(a) != tier(b)) return tier(a) < tier(b);
+  if (const auto ta = tier(a), tb = tier(b); ta != tb) return ta < tb;  // each worked out once: the sort asks often
   if (a.score != b.score) return a.score > b.score;
   const Bytes ha = a.device_headroom(), hb = b.device_headroom();
   if (ha != hb) return ha > hb;
