@@ -221,6 +221,61 @@ Option size_option(const Setup& s, const Candidate& c, const std::string& mode, 
   return o;
 }
 
+// What sizing the candidates of one plan shares: its mode and context cap, and the context searches' memo.
+struct Sizing {
+  const std::string& mode;
+  int cap;
+  ContextSearches searches;
+};
+
+// A candidate whose main weights alone overflow a pool fits at no context (weights_alone_overflow): its option is
+// read only when nothing fits, so it is sized then (Sized::defer).
+bool sized_later(const Setup& s, const Candidate& c) { return !s.own_memory && weights_alone_overflow(s, c); }
+
+// The candidates sized into `sized` in their order; returns the context each reaches (0: it does not fit).
+std::vector<int> size_candidates(const Setup& s, const std::vector<Candidate>& cs, Sizing& run, Sized& sized) {
+  std::vector<int> reached(cs.size());
+  for (size_t i = 0; i < cs.size(); ++i) {
+    if (sized_later(s, cs[i])) {
+      sized.defer(cs[i]);
+      continue;  // reached[i] stays 0
+    }
+    bool at_cap = false;
+    Option o = size_option(s, cs[i], run.mode, run.cap, run.searches, reached[i], at_cap);
+    if (!o.fits()) reached[i] = 0;
+    sized.add(std::move(o), reached[i], cs[i], at_cap);
+  }
+  return reached;
+}
+
+// The model does not fit the GPU for the task: the candidates that do not reach `at`, with layers or experts in RAM
+// (kvplan's placement), kept in `placed` and sized into `sized` in the candidates' order. Worked out cache-type-major
+// (each setting's formats one after another: their graphs differ only in the copies' sizes, GraphReuse).
+void size_placed(const Setup& s, const std::vector<Candidate>& candidates, const std::vector<int>& reached, int at, Sizing& run,
+                 Sized& sized, std::vector<Candidate>& placed) {
+  std::vector<std::optional<Candidate>> by_index(candidates.size());
+  for (size_t i : settings_major(candidates))
+    if (reached[i] < at) by_index[i] = offloaded(s, candidates[i], at);
+  for (auto& c : by_index)
+    if (c) placed.push_back(std::move(*c));
+  struct Result {
+    Option option;
+    int ctx = 0;
+    bool at_cap = false;
+  };
+  std::vector<std::optional<Result>> results(placed.size());
+  for (size_t k : settings_major(placed)) {
+    if (sized_later(s, placed[k])) continue;  // deferred below
+    Result r;
+    r.option = size_option(s, placed[k], run.mode, run.cap, run.searches, r.ctx, r.at_cap);
+    results[k] = std::move(r);
+  }
+  sized.reserve(sized.options.size() + placed.size());
+  for (size_t k = 0; k < placed.size(); ++k)
+    if (results[k]) sized.add(std::move(results[k]->option), results[k]->ctx, placed[k], results[k]->at_cap);
+    else sized.defer(placed[k]);
+}
+
 // What is said of an option the plan shows: its warnings, reason and launch lines. Only the options that are
 // printed get them (the mission sizes ~200 candidates and shows 5).
 void dress_option(const Setup& s, const Sized::Origin& origin, const std::string& mode, Option& o) {
@@ -388,53 +443,17 @@ Plan detail::plan_sharing(const Catalog& catalog, const Request& request, const 
   const int cap = static_cast<int>(std::min<long long>(1LL << 30, static_cast<long long>(slots) * (out.mode == "max_context" ? s.ctx_allowed : s.target_ctx)));
   Sized sized;
   sized.reserve(candidates.size());
-  ContextSearches searches;
-  std::vector<int> reached(candidates.size());  // the context each reaches on the GPU (0: does not fit)
-  auto sized_later = [&](const Candidate& c) { return !s.own_memory && weights_alone_overflow(s, c); };
-  for (size_t i = 0; i < candidates.size(); ++i) {
-    if (sized_later(candidates[i])) {
-      sized.defer(candidates[i]);
-      continue;  // reached[i] stays 0
-    }
-    bool at_cap = false;
-    Option o = size_option(s, candidates[i], out.mode, cap, searches, reached[i], at_cap);
-    if (!o.fits()) reached[i] = 0;
-    sized.add(std::move(o), reached[i], candidates[i], at_cap);
-  }
+  Sizing run{out.mode, cap, {}};
+  const std::vector<int> reached = size_candidates(s, candidates, run, sized);
   // The model does not fit the GPU for the task (nothing mild or better at its minimum): the same candidates with
   // layers or experts in RAM, which the objective weighs against the squeezed ones by their speed.
   std::vector<Candidate> placed;
-  if (s.auto_placement && !sized.good_at_min()) {
-    const int at = s.request.ctx_size ? *s.request.ctx_size : cap;
-    // Worked out cache-type-major (each setting's formats one after another: their graphs differ only in the copies'
-    // sizes, GraphReuse), kept in the candidates' order.
-    const std::vector<size_t> order = settings_major(candidates);
-    std::vector<std::optional<Candidate>> by_index(candidates.size());
-    for (size_t i : order)
-      if (reached[i] < at) by_index[i] = offloaded(s, candidates[i], at);
-    for (size_t i = 0; i < candidates.size(); ++i)
-      if (by_index[i]) placed.push_back(std::move(*by_index[i]));
-    struct Result {
-      Option option;
-      int ctx = 0;
-      bool at_cap = false;
-    };
-    std::vector<std::optional<Result>> results(placed.size());
-    for (size_t k : settings_major(placed)) {
-      if (sized_later(placed[k])) continue;
-      Result r;
-      r.option = size_option(s, placed[k], out.mode, cap, searches, r.ctx, r.at_cap);
-      results[k] = std::move(r);
-    }
-    sized.reserve(sized.options.size() + placed.size());
-    for (size_t k = 0; k < placed.size(); ++k)
-      if (results[k]) sized.add(std::move(results[k]->option), results[k]->ctx, placed[k], results[k]->at_cap);
-      else sized.defer(placed[k]);
-  }
+  if (s.auto_placement && !sized.good_at_min())
+    size_placed(s, candidates, reached, s.request.ctx_size ? *s.request.ctx_size : cap, run, sized, placed);
   if (sized.fitting.empty()) {
     sized.size_deferred([&](const Candidate& c, bool& at_cap) {
       int ctx = 0;
-      return size_option(s, c, out.mode, cap, searches, ctx, at_cap);
+      return size_option(s, c, run.mode, run.cap, run.searches, ctx, at_cap);
     });
     report_nothing_fits(s, sized, out);
     out.verdict = "nothing_fits";

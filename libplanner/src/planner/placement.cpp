@@ -39,7 +39,7 @@ std::optional<Candidate> offloaded(const Setup& s, const Candidate& c, int ctx) 
   // experts in RAM overflow RAM, though 9 layers' experts (4.4 GiB) fit both.
   // The GPU's need grows about linearly with what it holds, so the search is last_fitting's linear guess.
   Placer placer(s, c);
-  auto placed = [&](bool in_ram, int n) { return placer.at(in_ram, n); };  // a copy to keep
+  auto placed = [&](bool by_experts, int n) { return placer.at(by_experts, n); };  // a copy to keep
   auto headroom = [&](int n) { return devices_headroom(s, placer.at(experts, n), ctx); };
   const int layers = m.layers;
   if (experts) {
