@@ -584,6 +584,21 @@ class LayerRepeats {
   std::vector<Run> runs_;
   std::vector<LayerSet> sets_;  // each format rule's selector
 };
+
+// Each matmul weight name's index, the output layer's names apart (placed_weights keeps one host weight per index).
+class MatrixNames {
+ public:
+  int index(bool output_layer, std::string_view base) {
+    for (size_t i = 0; i < names_.size(); ++i)
+      if (names_[i].first == output_layer && names_[i].second == base) return static_cast<int>(i);
+    names_.emplace_back(output_layer, base);
+    return count() - 1;
+  }
+  int count() const { return static_cast<int>(names_.size()); }
+
+ private:
+  std::vector<std::pair<bool, std::string_view>> names_;
+};
 }  // namespace
 
 SizedWeights sized_weights(const ModelSpec& m, const WeightFormat& format, const EngineSpec& engine, const BackendSpec& backend,
@@ -608,15 +623,7 @@ SizedWeights sized_weights(const ModelSpec& m, const WeightFormat& format, const
     sizes.push_back({&type, ne0, nrows, on_gpu, &backend == &cpu ? on_gpu : tensor_bytes(type, ne0, nrows, cpu)});
     return sizes.back();
   };
-  // Each matrix name's index, the output layer's names apart (placed_weights keeps one host weight per index).
-  std::vector<std::pair<bool, std::string_view>> matrix_names;
-  auto name_index = [&](bool output_layer, std::string_view base) {
-    for (size_t i = 0; i < matrix_names.size(); ++i)
-      if (matrix_names[i].first == output_layer && matrix_names[i].second == base) return static_cast<int>(i);
-    matrix_names.emplace_back(output_layer, base);
-    out.distinct_names = static_cast<int>(matrix_names.size());
-    return out.distinct_names - 1;
-  };
+  MatrixNames matrix_names;
   // `matrix`: the tensor's name within its layer when it is a matmul weight the GPU copies from RAM, else "".
   auto keep = [&](int il, std::string_view base, std::string_view matrix, bool on_host, const GgmlType& type, std::int64_t ne0,
                   std::int64_t nrows, auto&& name) {
@@ -635,7 +642,8 @@ SizedWeights sized_weights(const ModelSpec& m, const WeightFormat& format, const
     if (nrows > 1 && !t.token_embd) t.largest_cpu_matrix = t.cpu_raw;
     t.first_matrix = static_cast<int>(out.matrices.size());
     if (nrows > 1 && gpu_backend && !matrix.empty() && matrix != "token_embd") {
-      out.matrices.push_back({matrix, on_gpu.bytes, name_index(il < 0, matrix)});
+      out.matrices.push_back({matrix, on_gpu.bytes, matrix_names.index(il < 0, matrix)});
+      out.distinct_names = matrix_names.count();
       t.n_matrices = 1;
     }
     if (names) {
