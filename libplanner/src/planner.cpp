@@ -148,17 +148,12 @@ struct Sized {
     origins.push_back({&c, at_cap});
   }
   // A candidate whose main weights alone overflow a pool fits at no context (weights_alone_overflow): its option is
-  // read only when nothing fits (report_nothing_fits), so it is sized then (size_deferred), in its place.
+  // read only when nothing fits (report_nothing_fits), so it is sized then if it can be shown (size_closest_deferred).
   void defer(const Candidate& c) {
     deferred.push_back(options.size());
     failing.push_back(options.size());
     options.emplace_back();
     origins.push_back({&c, false});
-  }
-  template <class Size>
-  void size_deferred(Size&& size) {
-    for (size_t i : deferred) options[i] = size(*origins[i].candidate, origins[i].at_cap);
-    deferred.clear();
   }
   std::vector<size_t> deferred;  // into options: failing, not sized yet
   // an option at the task minimum that rates mild or better: the model fits the GPU for the task
@@ -303,6 +298,36 @@ size_t short_pool(const Option& o) {
   return worst;
 }
 Bytes shortfall(const Option& o) { return -o.pools[short_pool(o)].headroom; }
+
+// Nothing fits: the deferred candidates sized closest first, by their main weights' shortfall alone (a lower bound of
+// the option's: every other allocation adds to it), until that bound exceeds the shortfall of the `top`-th closest
+// option sized so far. The rest cannot be among the options report_nothing_fits shows (the closest, ordered stably)
+// and leave the failing list unsized: a 235B model on a 12 GB card sized ~200 of them, each a graph at its context.
+void size_closest_deferred(const Setup& s, Sizing& run, Sized& sized) {
+  const size_t shown = static_cast<size_t>(std::max(1, s.request.top));
+  std::vector<std::pair<Bytes, size_t>> by_bound;  // (the weights' shortfall, index into options)
+  for (size_t i : sized.deferred) by_bound.emplace_back(-weights_alone_headroom(s, *sized.origins[i].candidate), i);
+  std::stable_sort(by_bound.begin(), by_bound.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<Bytes> closest;  // the smallest shortfalls of the options sized, ascending, at most `shown`
+  auto keep = [&](Bytes shortfall_bytes) {
+    closest.insert(std::upper_bound(closest.begin(), closest.end(), shortfall_bytes), shortfall_bytes);
+    if (closest.size() > shown) closest.pop_back();
+  };
+  std::vector<char> unsized(sized.options.size(), 0);
+  for (size_t i : sized.deferred) unsized[i] = 1;
+  for (size_t i : sized.failing)
+    if (!unsized[i]) keep(shortfall(sized.options[i]));
+  for (const auto& [bound, i] : by_bound) {
+    if (closest.size() == shown && bound > closest.back()) break;  // this one and every later one rank below them
+    int ctx = 0;
+    sized.options[i] = size_option(s, *sized.origins[i].candidate, run.mode, run.cap, run.searches, ctx, sized.origins[i].at_cap);
+    unsized[i] = 0;
+    keep(shortfall(sized.options[i]));
+  }
+  sized.failing.erase(std::remove_if(sized.failing.begin(), sized.failing.end(), [&](size_t i) { return unsized[i] != 0; }),
+                      sized.failing.end());
+  sized.deferred.clear();
+}
 
 // Full offload does not fit: how many layers would, with the rest in RAM (-ngl); empty when none.
 std::string layers_that_fit(const Setup& s, const Candidate& closest_candidate, const Option& closest) {
@@ -451,10 +476,7 @@ Plan detail::plan_sharing(const Catalog& catalog, const Request& request, const 
   if (s.auto_placement && !sized.good_at_min())
     size_placed(s, candidates, reached, s.request.ctx_size ? *s.request.ctx_size : cap, run, sized, placed);
   if (sized.fitting.empty()) {
-    sized.size_deferred([&](const Candidate& c, bool& at_cap) {
-      int ctx = 0;
-      return size_option(s, c, run.mode, run.cap, run.searches, ctx, at_cap);
-    });
+    size_closest_deferred(s, run, sized);
     report_nothing_fits(s, sized, out);
     out.verdict = "nothing_fits";
   } else {

@@ -1,4 +1,5 @@
 #include <cmath>
+#include <limits>
 // Properties over the catalog × several devices: the planner's promises, not its numbers.
 #include <catch2/catch.hpp>
 
@@ -400,6 +401,54 @@ TEST_CASE("no allocation is negative: every catalog model, layers in RAM, a draf
     }
   }
   CHECK(figures > 5000);
+}
+
+TEST_CASE("nothing fits: the options shown are the closest, whichever candidates the plan left unsized") {
+  // plan() sizes a candidate whose weights alone overflow a pool only while it could still be among the closest
+  // (size_closest_deferred): every candidate at the task's context, sized here in full, is shown or no closer.
+  const Catalog& c = kvtest::catalog();
+  std::vector<Request> requests(3);
+  requests[0].gpu = "8GB", requests[0].model = "llama-3.1-70b-instruct", requests[0].host_ram = 8LL << 30;
+  requests[1].gpu = "rtx3060-12gb", requests[1].model = "qwen3-235b-a22b", requests[1].host_ram = 16LL << 30;
+  requests[2].gpu = "6GB", requests[2].model = "gemma-3-27b-it", requests[2].host_ram = 4LL << 30, requests[2].top = 3;
+  auto shortfall = [](const Option& o) {
+    Bytes worst = std::numeric_limits<Bytes>::min();
+    for (const PoolUsage& u : o.pools) worst = std::max(worst, -u.headroom);
+    return worst;
+  };
+  int compared = 0;
+  for (Request r : requests) {
+    r.suggest = false;
+    const Plan p = plan(c, r);
+    CAPTURE(r.model, r.gpu);
+    REQUIRE(p.verdict == "nothing_fits");
+    REQUIRE(p.options.size() == static_cast<size_t>(r.top));
+    Bytes farthest_shown = std::numeric_limits<Bytes>::min();
+    for (const Option& o : p.options) farthest_shown = std::max(farthest_shown, shortfall(o));
+    const detail::Setup s = detail::resolve(c, r);
+    const int at = std::min(p.target_ctx, std::max(256, s.min_ctx));
+    auto check = [&](const detail::Candidate& cand, std::optional<int> ngl, std::optional<int> cpu_moe) {
+      const Option o = detail::account(s, cand, at);
+      CAPTURE(cand.weights->id, cand.k, cand.v, cand.flash_attn, ngl.value_or(-1), cpu_moe.value_or(-1), shortfall(o), farthest_shown);
+      const bool shown = std::any_of(p.options.begin(), p.options.end(), [&](const Option& x) {
+        return x.n_gpu_layers == ngl && x.n_cpu_moe == cpu_moe && x.weights == o.weights && x.cache_type_k == o.cache_type_k &&
+               x.cache_type_v == o.cache_type_v && x.flash_attn == o.flash_attn && x.ctx_size == at;
+      });
+      CHECK((shown || shortfall(o) >= farthest_shown));
+      ++compared;
+    };
+    const ModelSpec& m = *s.model;
+    for (const detail::Candidate& cand : detail::enumerate(s)) {
+      check(cand, std::nullopt, std::nullopt);
+      // kvplan's placement of it (plan() searches one for each candidate short of the task's context)
+      if (const auto placed = detail::offloaded(s, cand, p.target_ctx)) {
+        const Placement& pl = placed->placement;
+        check(*placed, pl.cpu_moe_layers > 0 ? std::nullopt : std::optional<int>(m.layers + 1 - pl.first_gpu_layer),
+              pl.cpu_moe_layers > 0 ? std::optional<int>(pl.cpu_moe_layers) : std::nullopt);
+      }
+    }
+  }
+  CHECK(compared > 100);
 }
 
 TEST_CASE("offloaded: the most layers on the GPU, as a scan of every -ngl finds them") {

@@ -447,7 +447,8 @@ int linear_guess(int lo, Bytes headroom_lo, int hi, Bytes headroom_hi) {
 
 Bytes devices_headroom(const Setup& s, const Candidate& c, int ctx) { return headroom_at(s, c, ctx, true); }
 
-bool weights_alone_overflow(const Setup& s, const Candidate& c) { return least_headroom(s, c, nullptr, false) < 0; }
+Bytes weights_alone_headroom(const Setup& s, const Candidate& c) { return least_headroom(s, c, nullptr, false); }
+bool weights_alone_overflow(const Setup& s, const Candidate& c) { return weights_alone_headroom(s, c) < 0; }
 
 namespace {
 

@@ -343,6 +343,8 @@ Bytes devices_headroom(const Setup& s, const Candidate& c, int ctx);
 // reserve graph: a format too large for the card cost a plan two graphs per cache-type setting), and plan() sizes
 // its option only if nothing fits (the only time a failing option is read).
 bool weights_alone_overflow(const Setup& s, const Candidate& c);
+// The tightest headroom over the pools with the main weights alone: its negative bounds an option's shortfall below.
+Bytes weights_alone_headroom(const Setup& s, const Candidate& c);
 int largest_fitting_ctx(const Setup& s, const Candidate& c, int cap);
 // Its answer as the ranking offers it: below the cap, a multiple of 1024 per slot from 2048 per slot on.
 int largest_round_ctx(const Setup& s, const Candidate& c, int cap);
