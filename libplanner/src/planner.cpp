@@ -381,7 +381,9 @@ void report_nothing_fits(const Setup& s, Sized& sized, Plan& out) {
 
 // The fitting options ranked (docs/ranking.md §5): below the task minimum dropped when others reach it,
 // dominated options dropped, the rest sorted; the first is the recommendation.
-void rank_options(const Setup& s, const Sized& sized, Plan& out) {
+// recommendation_only: a suggestion's re-plan, which reads only the recommendation (dressed), not the other options
+// shown nor the explanation.
+void rank_options(const Setup& s, const Sized& sized, Plan& out, bool recommendation_only) {
   std::vector<const Option*> fitting;
   fitting.reserve(sized.fitting.size());
   for (size_t i : sized.fitting) fitting.push_back(&sized.options[i]);
@@ -399,13 +401,13 @@ void rank_options(const Setup& s, const Sized& sized, Plan& out) {
   std::vector<size_t> kept = undominated(standings);
   for (size_t& k : kept) k = ranked[k];
   std::sort(kept.begin(), kept.end(), [&](size_t a, size_t b) { return ranks_before(s, *fitting[a], *fitting[b]); });
-  kept.resize(std::min<size_t>(kept.size(), static_cast<size_t>(s.request.top)));
+  kept.resize(std::min<size_t>(kept.size(), recommendation_only ? 1 : static_cast<size_t>(s.request.top)));
   for (size_t i : kept) {
     Option o = *fitting[i];
     dress_option(s, sized.origins[sized.fitting[i]], out.mode, o);
     out.options.push_back(std::move(o));
   }
-  out.explanation = explain(s, out.options.front(), fitting);
+  if (!recommendation_only) out.explanation = explain(s, out.options.front(), fitting);
 }
 
 // Honest exits: when even the best option rates "avoid" for the task the plan recommends nothing (exit 1) unless
@@ -441,10 +443,11 @@ void judge(const Setup& s, Plan& out) {
 }  // namespace detail
 
 Plan plan(const Catalog& catalog, const Request& request) {
-  return detail::plan_sharing(catalog, request, std::make_shared<detail::ComputeMemo>());
+  return detail::plan_sharing(catalog, request, std::make_shared<detail::ComputeMemo>(), false);
 }
 
-Plan detail::plan_sharing(const Catalog& catalog, const Request& request, const std::shared_ptr<ComputeMemo>& memo) {
+Plan detail::plan_sharing(const Catalog& catalog, const Request& request, const std::shared_ptr<ComputeMemo>& memo,
+                          bool recommendation_only) {
   using namespace detail;
   Setup resolved_setup = resolve(catalog, request);
   resolved_setup.compute_memo = memo;
@@ -476,11 +479,12 @@ Plan detail::plan_sharing(const Catalog& catalog, const Request& request, const 
   if (s.auto_placement && !sized.good_at_min())
     size_placed(s, candidates, reached, s.request.ctx_size ? *s.request.ctx_size : cap, run, sized, placed);
   if (sized.fitting.empty()) {
+    out.verdict = "nothing_fits";
+    if (recommendation_only) return out;  // no recommendation: what is missing is not read
     size_closest_deferred(s, run, sized);
     report_nothing_fits(s, sized, out);
-    out.verdict = "nothing_fits";
   } else {
-    rank_options(s, sized, out);
+    rank_options(s, sized, out, recommendation_only);
     judge(s, out);
   }
   if (s.request.suggest) {

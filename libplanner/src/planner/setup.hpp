@@ -374,8 +374,10 @@ std::optional<Candidate> offloaded(const Setup& s, const Candidate& c, int ctx);
 
 // ---- suggest.cpp: verified alternatives ----
 std::vector<Suggestion> suggestions_for(const Setup& s, const Plan& plan);
-// plan() with the compute figures of an outer plan() call (its suggestions' re-plans).
-Plan plan_sharing(const Catalog& catalog, const Request& request, const std::shared_ptr<ComputeMemo>& memo);
+// plan() with the compute figures of an outer plan() call (its suggestions' re-plans). recommendation_only: the
+// caller reads only the recommendation (the other options and the explanation are left out, and when nothing fits,
+// what is missing).
+Plan plan_sharing(const Catalog& catalog, const Request& request, const std::shared_ptr<ComputeMemo>& memo, bool recommendation_only);
 
 // ---- speed.cpp: decode and prefill estimates ----
 // From the option's allocations, or from inputs summed without them (ranked_account).

@@ -29,7 +29,7 @@ std::optional<Suggestion> verify(const Setup& s, Request r, const std::string& s
   r.suggest = false;
   try {
     if (weights_exceed_every_pool(*s.catalog, r)) return std::nullopt;
-    const Plan p = plan_sharing(*s.catalog, r, s.compute_memo);
+    const Plan p = plan_sharing(*s.catalog, r, s.compute_memo, /*recommendation_only=*/true);
     if (!p.recommended()) return std::nullopt;
     r.suggest = true;
     Suggestion out{summary, r, args, *p.recommended()};
