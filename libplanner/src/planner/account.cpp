@@ -347,15 +347,29 @@ bool is_main_weights(const char* component, const char* what) {
 
 constexpr std::string_view kHostKind = "host";  // Pool::kind of host RAM (compared as a view: no length to count)
 
+// A figure's pool index from the pool id it carries: most carry the Setup's own device or host id, found by address
+// (the sums run at every probe); another id by name. s.pools.size() where no pool has it.
+class PoolIndex {
+ public:
+  explicit PoolIndex(const Setup& s) : s_(s), device_(s.pool_index(s.device_pool)), host_(s.pool_index(s.host_pool)) {}
+  size_t operator()(const std::string& pool) const {
+    return &pool == &s_.device_pool ? device_ : &pool == &s_.host_pool ? host_ : s_.pool_index(pool);
+  }
+
+ private:
+  const Setup& s_;
+  size_t device_, host_;
+};
+
 // The sums per pool of a llama.cpp candidate's allocations at ctx (without the main model's weights when
 // skip_weights), as sum_pools adds them: a figure of no pool counts in none. With them what a token reads there
 // (the weights_host figures of host RAM as they are: ranked_account takes the token_embd rows off each).
 std::vector<Setup::PoolSums> pool_sums(const Setup& s, const Candidate& c, int ctx, bool skip_weights) {
   std::vector<Setup::PoolSums> sums(s.pools.size());
-  const size_t device = s.pool_index(s.device_pool), host = s.pool_index(s.host_pool);  // most figures name these
+  const PoolIndex index_of(s);
   auto record = [&](const char* component, const char* what, const std::string& pool, const Figure& f) {
     if (skip_weights && is_main_weights(component, what)) return;
-    const size_t i = &pool == &s.device_pool ? device : &pool == &s.host_pool ? host : s.pool_index(pool);
+    const size_t i = index_of(pool);
     if (i >= sums.size()) return;
     sums[i].add(f, what);
     sums[i].weights_in_ram += sums[i].reads.add(what, f.bytes, 0, s.pools[i].kind == kHostKind) ? 1 : 0;
@@ -412,8 +426,7 @@ const std::vector<Setup::PoolSums>& rest_sums(const Setup& s, const Candidate& c
 // the sums of its other allocations (nullptr: none), as sum_pools sums them.
 Bytes least_headroom(const Setup& s, const Candidate& c, const std::vector<Setup::PoolSums>* rest, bool devices_only) {
   Bytes least = std::numeric_limits<Bytes>::max();
-  const size_t device = s.pool_index(s.device_pool), host = s.pool_index(s.host_pool);  // most figures name these
-  auto index_of = [&](const std::string& pool) { return &pool == &s.device_pool ? device : &pool == &s.host_pool ? host : s.pool_index(pool); };
+  const PoolIndex index_of(s);
   for (size_t i = 0; i < s.pools.size(); ++i) {
     if (devices_only && s.pools[i].kind == kHostKind) continue;
     Setup::PoolSums sum;  // the rest's, and the main weights in this pool (the rest is not copied: the search asks often)
