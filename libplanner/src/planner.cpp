@@ -11,6 +11,7 @@
 
 #include "kvplan/plan.hpp"
 #include "planner/setup.hpp"
+#include "planner/sizing.hpp"
 
 namespace kvplan {
 
@@ -109,15 +110,6 @@ std::vector<std::string> option_warnings(const Setup& s, const Candidate& c, con
   return w;
 }
 
-// The option's -ngl / --n-cpu-moe: the request's, or kvplan's choice for this candidate.
-void set_placement(const Setup& s, const Candidate& c, Option& o) {
-  o.n_gpu_layers = s.resolved.n_gpu_layers;
-  o.n_cpu_moe = s.resolved.n_cpu_moe;
-  if (!c.placed_by_kvplan) return;
-  o.n_gpu_layers = c.placement.cpu_moe_layers > 0 ? std::nullopt : std::optional<int>(s.model->layers + 1 - c.placement.first_gpu_layer);
-  o.n_cpu_moe = c.placement.cpu_moe_layers > 0 ? std::optional<int>(c.placement.cpu_moe_layers) : std::nullopt;
-}
-
 // What the launch lines state about placement: the request's, or kvplan's choice for this candidate.
 Resolved resolved_for(const Setup& s, const Candidate& c, Option& o) {
   set_placement(s, c, o);
@@ -126,149 +118,6 @@ Resolved resolved_for(const Setup& s, const Candidate& c, Option& o) {
   res.n_gpu_layers = o.n_gpu_layers;
   res.n_cpu_moe = o.n_cpu_moe;
   return res;
-}
-
-// The options of every candidate, sized, each with where it came from, and split by the fit check (indices). One
-// store for all: the mission sizes ~1,200 options of ~0.5 KiB, and two lists reserved for all of them each made the
-// allocator return and fault in a megabyte per plan (18 % of a repeated CPU-backend mission, docs/benchmarks.md).
-struct Sized {
-  struct Origin {
-    const Candidate* candidate;
-    bool at_cap;
-  };
-  std::vector<Option> options;
-  std::vector<Origin> origins;
-  std::vector<size_t> fitting, failing;  // into options
-  void reserve(size_t n) {  // the options are large: moved once each, not again as the store grows
-    options.reserve(n), origins.reserve(n), fitting.reserve(n), failing.reserve(n);
-  }
-  void add(Option&& o, int ctx, const Candidate& c, bool at_cap) {
-    (o.fits() && ctx > 0 ? fitting : failing).push_back(options.size());
-    options.push_back(std::move(o));
-    origins.push_back({&c, at_cap});
-  }
-  // A candidate whose main weights alone overflow a pool fits at no context (weights_alone_overflow): its option is
-  // read only when nothing fits (report_nothing_fits), so it is sized then if it can be shown (size_closest_deferred).
-  void defer(const Candidate& c) {
-    deferred.push_back(options.size());
-    failing.push_back(options.size());
-    options.emplace_back();
-    origins.push_back({&c, false});
-  }
-  std::vector<size_t> deferred;  // into options: failing, not sized yet
-  // an option at the task minimum that rates mild or better: the model fits the GPU for the task
-  bool good_at_min() const {
-    return std::any_of(fitting.begin(), fitting.end(), [&](size_t i) {
-      return !options[i].below_task_min && options[i].quality.risk <= Risk::mild;
-    });
-  }
-};
-
-// Candidates alike in memory fit the same context: one weight format and flash attention setting, the request's
-// placement, and cache types of the same size (q4_0 and iq4_nl: compute_type_key with row sizes is everything
-// account() reads of a type). Each such class is searched once per plan; kvplan's own placements are searched each.
-class ContextSearches {
- public:
-  // round: the ranking's round numbers (largest_round_ctx), else to the step
-  int largest_fitting(const Setup& s, const Candidate& c, int cap, bool round) {
-    auto search = [&] { return round ? largest_round_ctx(s, c, cap) : largest_fitting_ctx(s, c, cap); };
-    // another engine's cache types are not ggml types; an offloaded candidate has a placement of its own, and its
-    // probes meet no other candidate's (the step search's first probes, the cap and one step, cost less there)
-    if (s.own_memory || c.placed_by_kvplan) return largest_fitting_ctx(s, c, cap);
-    const auto k = compute_type_key(c.ggml_k(*s.engine), true), v = compute_type_key(c.ggml_v(*s.engine), true);
-    const Key key{{c.weights}, {k[0], k[1], k[2], v[0], v[1], v[2], c.flash_attn ? 1 : 0, cap, round ? 1 : 0}};
-    auto it = found_.find(key);
-    if (it == found_.end()) it = found_.emplace(key, search()).first;
-    return it->second;
-  }
-
- private:
-  using Key = FlatKey<1, 9>;
-  std::unordered_map<Key, int, FlatKeyHash> found_;
-};
-
-// One candidate as an option: its context (pinned, or the largest that fits up to the cap), every allocation,
-// its quality and speed: what the ranking needs. ctx_found is 0 when nothing fits even at one step; at_cap says
-// the search stopped at the cap (dress_option's warnings).
-Option size_option(const Setup& s, const Candidate& c, const std::string& mode, int cap, ContextSearches& searches, int& ctx_found,
-                   bool& at_cap) {
-  const Request& r = s.request;
-  const int slots = r.kv_unified || s.own_memory ? 1 : r.n_parallel;
-  int ctx = 0;
-  if (r.ctx_size) {
-    ctx = *r.ctx_size;
-  } else {
-    ctx = searches.largest_fitting(s, c, cap, mode == "rank");
-    // ranked options below the cap use round numbers (multiples of 1024); the inverse query keeps 256
-    if (mode == "rank" && ctx < cap && ctx >= 2 * kRoundCtx * slots) ctx = ctx / (kRoundCtx * slots) * (kRoundCtx * slots);
-  }
-  ctx_found = ctx;
-  at_cap = ctx == cap;
-  const int at = ctx > 0 ? ctx : static_cast<int>(std::min<long long>(cap, std::max<long long>(kMinCtx, static_cast<long long>(s.min_ctx) * slots)));
-  // llama.cpp's options without their allocation list (~200 are sized, 5 shown: dress_option lists them)
-  SpeedInputs speed;
-  Option o = s.own_memory ? account(s, c, at) : ranked_account(s, c, at, speed);
-  score(s, c, o);
-  set_placement(s, c, o);  // the launch lines' Resolved is built for the options shown (dress_option)
-  if (s.own_memory) estimate_speed(s, c, o);
-  else estimate_speed(s, c, o, speed);
-  o.score = objective(s, o, mode == "max_context");
-  return o;
-}
-
-// What sizing the candidates of one plan shares: its mode and context cap, and the context searches' memo.
-struct Sizing {
-  const std::string& mode;
-  int cap;
-  ContextSearches searches;
-};
-
-// A candidate whose main weights alone overflow a pool fits at no context (weights_alone_overflow): its option is
-// read only when nothing fits, so it is sized then (Sized::defer).
-bool sized_later(const Setup& s, const Candidate& c) { return !s.own_memory && weights_alone_overflow(s, c); }
-
-// The candidates sized into `sized` in their order; returns the context each reaches (0: it does not fit).
-std::vector<int> size_candidates(const Setup& s, const std::vector<Candidate>& cs, Sizing& run, Sized& sized) {
-  std::vector<int> reached(cs.size());
-  for (size_t i = 0; i < cs.size(); ++i) {
-    if (sized_later(s, cs[i])) {
-      sized.defer(cs[i]);
-      continue;  // reached[i] stays 0
-    }
-    bool at_cap = false;
-    Option o = size_option(s, cs[i], run.mode, run.cap, run.searches, reached[i], at_cap);
-    if (!o.fits()) reached[i] = 0;
-    sized.add(std::move(o), reached[i], cs[i], at_cap);
-  }
-  return reached;
-}
-
-// The model does not fit the GPU for the task: the candidates that do not reach `at`, with layers or experts in RAM
-// (kvplan's placement), kept in `placed` and sized into `sized` in the candidates' order. Worked out cache-type-major
-// (each setting's formats one after another: their graphs differ only in the copies' sizes, GraphReuse).
-void size_placed(const Setup& s, const std::vector<Candidate>& candidates, const std::vector<int>& reached, int at, Sizing& run,
-                 Sized& sized, std::vector<Candidate>& placed) {
-  std::vector<std::optional<Candidate>> by_index(candidates.size());
-  for (size_t i : settings_major(candidates))
-    if (reached[i] < at) by_index[i] = offloaded(s, candidates[i], at);
-  for (auto& c : by_index)
-    if (c) placed.push_back(std::move(*c));
-  struct Result {
-    Option option;
-    int ctx = 0;
-    bool at_cap = false;
-  };
-  std::vector<std::optional<Result>> results(placed.size());
-  for (size_t k : settings_major(placed)) {
-    if (sized_later(s, placed[k])) continue;  // deferred below
-    Result r;
-    r.option = size_option(s, placed[k], run.mode, run.cap, run.searches, r.ctx, r.at_cap);
-    results[k] = std::move(r);
-  }
-  sized.reserve(sized.options.size() + placed.size());
-  for (size_t k = 0; k < placed.size(); ++k)
-    if (results[k]) sized.add(std::move(results[k]->option), results[k]->ctx, placed[k], results[k]->at_cap);
-    else sized.defer(placed[k]);
 }
 
 // What is said of an option the plan shows: its warnings, reason and launch lines. Only the options that are
@@ -288,45 +137,6 @@ std::string duration(double seconds) {
   if (seconds < 90) return fmt::format("{:.0f} s", seconds);
   if (seconds < 5400) return fmt::format("{:.0f} min", seconds / 60);
   return fmt::format("{:.1f} h", seconds / 3600);
-}
-
-// The pool an option is short in by the most (the GPU, or host RAM under --ram), and by how much.
-size_t short_pool(const Option& o) {
-  size_t worst = 0;
-  for (size_t i = 1; i < o.pools.size(); ++i)
-    if (o.pools[i].headroom < o.pools[worst].headroom) worst = i;
-  return worst;
-}
-Bytes shortfall(const Option& o) { return -o.pools[short_pool(o)].headroom; }
-
-// Nothing fits: the deferred candidates sized closest first, by their main weights' shortfall alone (a lower bound of
-// the option's: every other allocation adds to it), until that bound exceeds the shortfall of the `top`-th closest
-// option sized so far. The rest cannot be among the options report_nothing_fits shows (the closest, ordered stably)
-// and leave the failing list unsized: a 235B model on a 12 GB card sized ~200 of them, each a graph at its context.
-void size_closest_deferred(const Setup& s, Sizing& run, Sized& sized) {
-  const size_t shown = static_cast<size_t>(std::max(1, s.request.top));
-  std::vector<std::pair<Bytes, size_t>> by_bound;  // (the weights' shortfall, index into options)
-  for (size_t i : sized.deferred) by_bound.emplace_back(-weights_alone_headroom(s, *sized.origins[i].candidate), i);
-  std::stable_sort(by_bound.begin(), by_bound.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-  std::vector<Bytes> closest;  // the smallest shortfalls of the options sized, ascending, at most `shown`
-  auto keep = [&](Bytes shortfall_bytes) {
-    closest.insert(std::upper_bound(closest.begin(), closest.end(), shortfall_bytes), shortfall_bytes);
-    if (closest.size() > shown) closest.pop_back();
-  };
-  std::vector<char> unsized(sized.options.size(), 0);
-  for (size_t i : sized.deferred) unsized[i] = 1;
-  for (size_t i : sized.failing)
-    if (!unsized[i]) keep(shortfall(sized.options[i]));
-  for (const auto& [bound, i] : by_bound) {
-    if (closest.size() == shown && bound > closest.back()) break;  // this one and every later one rank below them
-    int ctx = 0;
-    sized.options[i] = size_option(s, *sized.origins[i].candidate, run.mode, run.cap, run.searches, ctx, sized.origins[i].at_cap);
-    unsized[i] = 0;
-    keep(shortfall(sized.options[i]));
-  }
-  sized.failing.erase(std::remove_if(sized.failing.begin(), sized.failing.end(), [&](size_t i) { return unsized[i] != 0; }),
-                      sized.failing.end());
-  sized.deferred.clear();
 }
 
 // Full offload does not fit: how many layers would, with the rest in RAM (-ngl); empty when none.
@@ -379,35 +189,45 @@ void report_nothing_fits(const Setup& s, Sized& sized, Plan& out) {
   }
 }
 
+// The pruned candidates the explanation compares the recommendation with (explain.cpp): the same weights with
+// 4-bit keys (k_line), more precise weights with the same cache (weights_line), and every one when the recommendation
+// is short of the target (context_line reads the best option that reaches it). The ranking is theirs already: none of
+// them could be shown (cannot_show).
+void size_for_explanation(const Setup& s, Sizer& sizer, const Option& best, const Candidate& best_candidate) {
+  if (sizer.sized().unsized.empty()) return;
+  const double low_bits = s.catalog->prior.low_bits;
+  sizer.size_unsized([&](const Sized::Unsized& u) {
+    const Candidate& c = *u.candidate;
+    if (best.ctx_per_slot < s.target_ctx) return true;
+    if (c.weights == best_candidate.weights && k_bits(s, c.k) <= low_bits) return true;
+    return c.k == best.cache_type_k && c.v == best.cache_type_v && c.flash_attn == best.flash_attn &&
+           c.weights->rel_loss <= best_candidate.weights->rel_loss;
+  });
+}
+
 // The fitting options ranked (docs/ranking.md §5): below the task minimum dropped when others reach it,
 // dominated options dropped, the rest sorted; the first is the recommendation.
 // recommendation_only: a suggestion's re-plan, which reads only the recommendation (dressed), not the other options
 // shown nor the explanation.
-void rank_options(const Setup& s, const Sized& sized, Plan& out, bool recommendation_only) {
+void rank_options(const Setup& s, Sizer& sizer, Plan& out, bool recommendation_only) {
+  const Sized& sized = sizer.sized();
   std::vector<const Option*> fitting;
   fitting.reserve(sized.fitting.size());
   for (size_t i : sized.fitting) fitting.push_back(&sized.options[i]);
-  const bool max_context = out.mode == "max_context";
-  const bool any_at_min = std::any_of(fitting.begin(), fitting.end(), [](const Option* o) { return !o->below_task_min; });
-  std::vector<size_t> ranked;  // indices into fitting
-  for (size_t i = 0; i < fitting.size(); ++i)
-    if (!any_at_min || !fitting[i]->below_task_min) ranked.push_back(i);
-  if (!any_at_min)
+  if (std::all_of(fitting.begin(), fitting.end(), [](const Option* o) { return o->below_task_min; }))
     out.warnings.push_back(fmt::format("no option reaches the {} task's minimum of {} tokens; the best shorter ones are shown",
                                        s.task->id, s.min_ctx));
-  std::vector<Standing> standings;
-  standings.reserve(ranked.size());
-  for (size_t i : ranked) standings.push_back(standing(s, *fitting[i], max_context));
-  std::vector<size_t> kept = undominated(standings);
-  for (size_t& k : kept) k = ranked[k];
-  std::sort(kept.begin(), kept.end(), [&](size_t a, size_t b) { return ranks_before(s, *fitting[a], *fitting[b]); });
-  kept.resize(std::min<size_t>(kept.size(), recommendation_only ? 1 : static_cast<size_t>(s.request.top)));
+  const size_t shown = recommendation_only ? 1 : static_cast<size_t>(s.request.top);
+  const std::vector<size_t> kept = ranked(s, fitting, out.mode == "max_context", shown);
   for (size_t i : kept) {
     Option o = *fitting[i];
     dress_option(s, sized.origins[sized.fitting[i]], out.mode, o);
     out.options.push_back(std::move(o));
   }
-  if (!recommendation_only) out.explanation = explain(s, out.options.front(), fitting);
+  if (recommendation_only) return;
+  const Candidate& best = *sized.origins[sized.fitting[kept.front()]].candidate;
+  size_for_explanation(s, sizer, out.options.front(), best);
+  out.explanation = explain(s, out.options.front(), sizer.sized().fitting_in_order());
 }
 
 // Honest exits: when even the best option rates "avoid" for the task the plan recommends nothing (exit 1) unless
@@ -469,22 +289,19 @@ Plan detail::plan_sharing(const Catalog& catalog, const Request& request, const 
   const int slots = s.request.kv_unified || s.own_memory ? 1 : s.request.n_parallel;
   // In 64 bits, then capped at 2^30 tokens in all (llama.cpp's n_ctx is 32-bit; 256 slots x 10M tokens overflowed).
   const int cap = static_cast<int>(std::min<long long>(1LL << 30, static_cast<long long>(slots) * (out.mode == "max_context" ? s.ctx_allowed : s.target_ctx)));
-  Sized sized;
-  sized.reserve(candidates.size());
-  Sizing run{out.mode, cap, {}};
-  const std::vector<int> reached = size_candidates(s, candidates, run, sized);
+  Sizer sizer(s, out.mode, cap, recommendation_only ? 1 : static_cast<size_t>(s.request.top));
+  const std::vector<int> reached = sizer.size_candidates(candidates);
   // The model does not fit the GPU for the task (nothing mild or better at its minimum): the same candidates with
   // layers or experts in RAM, which the objective weighs against the squeezed ones by their speed.
-  std::vector<Candidate> placed;
-  if (s.auto_placement && !sized.good_at_min())
-    size_placed(s, candidates, reached, s.request.ctx_size ? *s.request.ctx_size : cap, run, sized, placed);
-  if (sized.fitting.empty()) {
+  if (s.auto_placement && !sizer.sized().good_at_min())
+    sizer.size_placed(candidates, reached, s.request.ctx_size ? *s.request.ctx_size : cap);
+  if (sizer.sized().fitting.empty()) {
     out.verdict = "nothing_fits";
     if (recommendation_only) return out;  // no recommendation: what is missing is not read
-    size_closest_deferred(s, run, sized);
-    report_nothing_fits(s, sized, out);
+    sizer.size_closest_deferred();
+    report_nothing_fits(s, sizer.sized(), out);
   } else {
-    rank_options(s, sized, out, recommendation_only);
+    rank_options(s, sizer, out, recommendation_only);
     judge(s, out);
   }
   if (s.request.suggest) {

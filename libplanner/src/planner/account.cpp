@@ -460,6 +460,12 @@ int linear_guess(int lo, Bytes headroom_lo, int hi, Bytes headroom_hi) {
 
 Bytes devices_headroom(const Setup& s, const Candidate& c, int ctx) { return headroom_at(s, c, ctx, true); }
 
+int reaches_cap(const Setup& s, const Candidate& c, int cap) {
+  const int step = s.engine->ctx_pad * (s.request.kv_unified ? 1 : s.request.n_parallel);
+  const int top = cap / step * step;  // largest_fitting_ctx's and largest_round_ctx's first probe
+  return top >= step && !weights_alone_overflow(s, c) && headroom_at(s, c, top) >= 0 ? top : 0;
+}
+
 Bytes weights_alone_headroom(const Setup& s, const Candidate& c) { return least_headroom(s, c, nullptr, false); }
 bool weights_alone_overflow(const Setup& s, const Candidate& c) { return weights_alone_headroom(s, c) < 0; }
 

@@ -81,32 +81,42 @@ double context_term(int ctx_per_slot, int target) {
   return kWeightContext * std::log(std::min(ctx, static_cast<double>(target)) / target);
 }
 
+double speed_term(const Setup& s, double decode_tps, double decode_relative) {
+  const double floor = s.task->decode_floor_tps;
+  if (decode_tps > 0 && floor > 0) {
+    if (decode_tps < floor) return -(kStepSlow + kWeightSlow * std::log(floor / decode_tps));
+    return kWeightFast * std::log(std::min(decode_tps, kFastCap * floor) / floor);
+  }
+  if (decode_relative < 1) return kWeightSlow * std::log(decode_relative);  // speed unknown: what RAM costs against device memory
+  return 0;
+}
+
 double objective(const Setup& s, const Option& o, bool max_context) {
   const double ctx = std::max(1, o.ctx_per_slot);
   double score = max_context ? std::log(ctx) : context_term(o.ctx_per_slot, s.target_ctx);
   score -= std::log1p(cautious_loss(o));
-  const double floor = s.task->decode_floor_tps;
-  if (o.decode_tps > 0 && floor > 0) {
-    if (o.decode_tps < floor) score -= kStepSlow + kWeightSlow * std::log(floor / o.decode_tps);
-    else score += kWeightFast * std::log(std::min(o.decode_tps, kFastCap * floor) / floor);
-  } else if (o.decode_relative < 1) {
-    score += kWeightSlow * std::log(o.decode_relative);  // speed unknown: what RAM costs against device memory
-  }
+  score += speed_term(s, o.decode_tps, o.decode_relative);
   if (o.ttft_s > 0 && s.task->ttft_max_s > 0 && o.ttft_s > s.task->ttft_max_s) score -= kWeightTtft * std::log(o.ttft_s / s.task->ttft_max_s);
   return score;
 }
 
-// Tiers, then the objective, then headroom (a safety term), then a stable tie-break.
-bool ranks_before(const Setup& s, const Option& a, const Option& b) {
+bool ranks_by_max_context(const Setup& s) {
+  // the longest context (max-context mode) is the longest at which quality stays mild or better, when one is
+  return s.request.max_ctx || (s.request.cache_type_k && s.request.cache_type_v && !s.request.ctx_size);
+}
+
+Tier rank_tier(const Setup& s, Risk risk, bool below_task_min, const std::string& k) {
   // 4-bit keys only after every 8-bit-K option that reaches the task minimum (unless K was pinned)
   const bool k_free = !s.request.cache_type_k;
-  // the longest context (max-context mode) is the longest at which quality stays mild or better, when one is
-  const bool max_context = s.request.max_ctx || (s.request.cache_type_k && s.request.cache_type_v && !s.request.ctx_size);
-  auto tier = [&](const Option& o) {
-    return std::make_tuple(o.quality.risk == Risk::avoid, max_context && o.quality.risk > Risk::mild, o.below_task_min,
-                           k_free && k_bits(s, o.cache_type_k) <= s.catalog->prior.low_bits);
-  };
-  if (const auto ta = tier(a), tb = tier(b); ta != tb) return ta < tb;  // each worked out once: the sort asks often
+  return {risk == Risk::avoid, ranks_by_max_context(s) && risk > Risk::mild, below_task_min,
+          k_free && k_bits(s, k) <= s.catalog->prior.low_bits};
+}
+
+// Tiers, then the objective, then headroom (a safety term), then a stable tie-break.
+bool ranks_before(const Setup& s, const Option& a, const Option& b) {
+  const Tier ta = rank_tier(s, a.quality.risk, a.below_task_min, a.cache_type_k),
+             tb = rank_tier(s, b.quality.risk, b.below_task_min, b.cache_type_k);
+  if (ta != tb) return ta < tb;  // each worked out once: the sort asks often
   if (a.score != b.score) return a.score > b.score;
   const Bytes ha = a.device_headroom(), hb = b.device_headroom();
   if (ha != hb) return ha > hb;
@@ -166,6 +176,21 @@ std::vector<size_t> undominated(const std::vector<Standing>& standings) {
   for (size_t j : order)
     if (std::none_of(kept.begin(), kept.end(), [&](size_t b) { return dominates(standings[b], standings[j]); })) kept.push_back(j);
   std::sort(kept.begin(), kept.end());  // the caller's order
+  return kept;
+}
+
+std::vector<size_t> ranked(const Setup& s, const std::vector<const Option*>& fitting, bool max_context, size_t count) {
+  const bool any_at_min = std::any_of(fitting.begin(), fitting.end(), [](const Option* o) { return !o->below_task_min; });
+  std::vector<size_t> candidates;  // indices into fitting
+  for (size_t i = 0; i < fitting.size(); ++i)
+    if (!any_at_min || !fitting[i]->below_task_min) candidates.push_back(i);
+  std::vector<Standing> standings;
+  standings.reserve(candidates.size());
+  for (size_t i : candidates) standings.push_back(standing(s, *fitting[i], max_context));
+  std::vector<size_t> kept = undominated(standings);
+  for (size_t& k : kept) k = candidates[k];
+  std::sort(kept.begin(), kept.end(), [&](size_t a, size_t b) { return ranks_before(s, *fitting[a], *fitting[b]); });
+  kept.resize(std::min(kept.size(), count));
   return kept;
 }
 

@@ -41,41 +41,50 @@ double weights_bpw(const ModelSpec& m, const WeightBytes& w) {
 }
 
 namespace {
-priors::QualityInput quality_input(const Setup& s, const Candidate& c, const Option& o, const Setup::ScoreCell& cell) {
+priors::QualityInput quality_input(const Setup& s, const Candidate& c, int ctx_per_slot, double bpw, const Setup::ScoreCell& cell) {
   priors::QualityInput in;
   in.model = s.model;
   in.weights = c.weights;
-  in.weights_bpw = weights_bpw(*s.model, *c.weight_bytes);
+  in.weights_bpw = bpw;
   in.type_k = cell.type_k;
   in.type_v = cell.type_v;
   in.k_sensitivity = cell.k;
   in.v_sensitivity = cell.v;
-  in.ctx = o.ctx_per_slot;
+  in.ctx = ctx_per_slot;
   in.rotation = cell.rotation;
   in.task = s.task;
   return in;
 }
+
+// The prior's view of the candidate's cache types, worked out once per plan (the cell's evidence bounds read the
+// types and the model only: the context and bits the first asker passes do not matter).
+Setup::ScoreCell& score_cell(const Setup& s, const Candidate& c, int ctx_per_slot, double bpw) {
+  auto it = s.score_cells.find(Setup::NamePair(c.k, c.v));
+  if (it != s.score_cells.end()) return it->second;
+  Setup::ScoreCell cell;
+  cell.type_k = prior_name(s, c.k, true);
+  cell.type_v = prior_name(s, c.v, false);
+  cell.rotation = uses_rotation(s, c.k, c.v);
+  cell.k = &s.catalog->prior.type(cell.type_k);
+  cell.v = &s.catalog->prior.type(cell.type_v);
+  it = s.score_cells.emplace(std::make_pair(c.k, c.v), std::move(cell)).first;
+  // the closest measurement is cited by the printed options only: found when their sentences are written
+  it->second.evidence = priors::cell_evidence(s.catalog->prior, quality_input(s, c, ctx_per_slot, bpw, it->second), /*with_nearest=*/false);
+  return it->second;
+}
 }  // namespace
 
-void score(const Setup& s, const Candidate& c, Option& o, bool with_evidence) {
-  auto it = s.score_cells.find(Setup::NamePair(c.k, c.v));
-  if (it == s.score_cells.end()) {
-    Setup::ScoreCell cell;
-    cell.type_k = prior_name(s, c.k, true);
-    cell.type_v = prior_name(s, c.v, false);
-    cell.rotation = uses_rotation(s, c.k, c.v);
-    cell.k = &s.catalog->prior.type(cell.type_k);
-    cell.v = &s.catalog->prior.type(cell.type_v);
-    it = s.score_cells.emplace(std::make_pair(c.k, c.v), std::move(cell)).first;
-    // the closest measurement is cited by the printed options only: found when their sentences are written
-    it->second.evidence = priors::cell_evidence(s.catalog->prior, quality_input(s, c, o, it->second), /*with_nearest=*/false);
-  }
-  Setup::ScoreCell& cell = it->second;
-  priors::QualityInput in = quality_input(s, c, o, cell);
+Quality quality_at(const Setup& s, const Candidate& c, int ctx_per_slot, double bpw, bool with_evidence) {
+  Setup::ScoreCell& cell = score_cell(s, c, ctx_per_slot, bpw);
+  priors::QualityInput in = quality_input(s, c, ctx_per_slot, bpw, cell);
   auto loss = cell.kv_loss_at.find(in.ctx);
   if (loss == cell.kv_loss_at.end()) loss = cell.kv_loss_at.emplace(in.ctx, priors::kv_loss(s.catalog->prior, in)).first;
   in.kv_loss = loss->second;
-  o.quality = priors::assess(s.catalog->prior, in, &cell.evidence, with_evidence);
+  return priors::assess(s.catalog->prior, in, &cell.evidence, with_evidence);
+}
+
+void score(const Setup& s, const Candidate& c, Option& o, bool with_evidence) {
+  o.quality = quality_at(s, c, o.ctx_per_slot, weights_bpw(*s.model, *c.weight_bytes), with_evidence);
 }
 
 }  // namespace kvplan::detail

@@ -346,6 +346,9 @@ bool weights_alone_overflow(const Setup& s, const Candidate& c);
 // The tightest headroom over the pools with the main weights alone: its negative bounds an option's shortfall below.
 Bytes weights_alone_headroom(const Setup& s, const Candidate& c);
 int largest_fitting_ctx(const Setup& s, const Candidate& c, int cap);
+// The context searches' first probe alone: the largest multiple of the step within the cap where the candidate fits
+// there (what both searches then answer), else 0 (they answer less).
+int reaches_cap(const Setup& s, const Candidate& c, int cap);
 // Its answer as the ranking offers it: below the cap, a multiple of 1024 per slot from 2048 per slot on.
 int largest_round_ctx(const Setup& s, const Candidate& c, int cap);
 // Where the headroom reaches zero between two probes, if memory grew linearly between them.
@@ -384,6 +387,15 @@ Plan plan_sharing(const Catalog& catalog, const Request& request, const std::sha
 void estimate_speed(const Setup& s, const Candidate& c, Option& o);
 void estimate_speed(const Setup& s, const Candidate& c, Option& o, const SpeedInputs& in);
 SpeedInputs speed_inputs(const Setup& s, const Candidate& c, const Option& o);
+// The fastest decode any fitting option of the candidate's weights could have, on one device and host RAM: what a
+// token reads of its main weights as placed now, or (placement_open) with as much of them on the device as its budget
+// holds (the placement search not run yet). tps: estimate_decode's rate (HUGE_VAL: no known bandwidth reads any of
+// it); relative: its decode_relative; tps_certain: every pool's bandwidth is known, so the option's rate is.
+struct DecodeBound {
+  double tps = 0, relative = 1;
+  bool tps_certain = false;
+};
+DecodeBound decode_bound(const Setup& s, const Candidate& c, bool placement_open);
 
 // ---- score.cpp: the quality prior's view of an option ----
 const std::string& prior_name(const Setup& s, const std::string& id, bool k_role);
@@ -393,11 +405,20 @@ double k_storage_bits(const Setup& s, const std::string& id);
 bool uses_rotation(const Setup& s, const std::string& type_k, const std::string& type_v);
 // with_evidence: the sentences the quality rests on (only printed options need them: dress_option).
 void score(const Setup& s, const Candidate& c, Option& o, bool with_evidence = false);
+// The candidate's quality at a context per slot and bits per weight (score: the option's own).
+Quality quality_at(const Setup& s, const Candidate& c, int ctx_per_slot, double bpw, bool with_evidence = false);
 
 // ---- rank.cpp: the one-line reason, the order, dominance ----
 std::string reason_for(const Setup& s, const Option& o);
 double cautious_loss(const Option& o);
 double objective(const Setup& s, const Option& o, bool max_context);
+// The objective's speed term: below the task's floor a cost, above it a little gain; speed unknown, what RAM costs.
+double speed_term(const Setup& s, double decode_tps, double decode_relative);
+// The tiers before the score (docs/ranking.md §5), compared in order: avoid; in max-context mode worse than mild;
+// below the task minimum; (K not pinned) keys at the prior's low bits.
+using Tier = std::tuple<bool, bool, bool, bool>;
+Tier rank_tier(const Setup& s, Risk risk, bool below_task_min, const std::string& k);
+bool ranks_by_max_context(const Setup& s);
 // The objective's context term: what a context short of `target` costs (0 at or beyond it).
 double context_term(int ctx_per_slot, int target);
 bool ranks_before(const Setup& s, const Option& a, const Option& b);
@@ -414,6 +435,26 @@ Standing standing(const Setup& s, const Option& o, bool max_context);
 bool dominates(const Standing& b, const Standing& a);
 // The options no other dominates, as indices into standings in ascending order.
 std::vector<size_t> undominated(const std::vector<Standing>& standings);
+// The first `count` of the ranking (indices into fitting, best first): below the task minimum dropped when any
+// option reaches it, dominated options dropped, the rest in ranks_before's order. max_context: the mode's.
+std::vector<size_t> ranked(const Setup& s, const std::vector<const Option*>& fitting, bool max_context, size_t count);
+
+// ---- bound.cpp: what no sizing of a candidate can beat (sizing best bound first) ----
+// Whether bounds hold for this request: llama.cpp's memory model on one device and host RAM, and a prior whose loss
+// is least at the shortest context and the most bits.
+bool bounds_apply(const Setup& s);
+// The best tier, the highest objective and the best standing (risk, cautious loss, speed) any fitting option of the
+// candidate at ctx_per_slot or more could have (placement_open: before kvplan's placement search).
+struct RankBound {
+  Tier tier;
+  double score = 0;
+  int risk = 0;
+  double loss = 0, decode_tps = 0, decode_relative = 1;
+};
+RankBound rank_bound(const Setup& s, const Candidate& c, int ctx_per_slot, bool placement_open);
+// An option within the bound ranks below the last of `shown` (the ranking's first options, at the task minimum)
+// and dominates none of them: were it sized, they would still be shown, in the same order.
+bool cannot_show(const Setup& s, const RankBound& b, const std::vector<const Option*>& shown, bool max_context);
 
 // ---- explain.cpp: why the recommendation, with evidence ----
 std::vector<std::string> explain(const Setup& s, const Option& best, const std::vector<const Option*>& all);

@@ -1,6 +1,7 @@
 // Decode and prefill speed of an option (docs/formulas.md §11).
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -25,6 +26,19 @@ double active_fraction(const ModelSpec& m) {
 int kv_sequences(const Setup& s) {
   const bool serving = s.runtime && (s.runtime->kind == "vllm" || s.runtime->kind == "sglang");
   return std::max(1, serving ? s.resolved.concurrency : s.request.n_parallel);
+}
+
+constexpr double kTypicalEfficiency = 0.75, kLowEfficiency = 0.55;  // of the memory bandwidth (estimate_decode)
+
+// Tokens per second from the seconds a token's reads take at full bandwidth.
+double decode_rate(const Setup& s, double seconds, double efficiency) {
+  // Pipeline stages run one after another for a token: the tightest stage's GPU stands for each (they differ by a
+  // layer or the embeddings). Links between nodes add their time, which is not a memory read (no efficiency factor).
+  const double stages = std::max(1, s.resolved.pipeline_stages);
+  const double link = s.interconnect ? engines::inter_node_seconds_per_token(*s.model, *s.interconnect, s.resolved.tensor_parallel,
+                                                                             s.tp_spans_nodes, s.stage_crossings)
+                                     : 0;
+  return 1 / (seconds * stages / efficiency + link);
 }
 
 // Decode: one token reads every active weight and the whole KV cache once; each pool streams its share at its
@@ -56,14 +70,8 @@ void estimate_decode(const Setup& s, const SpeedInputs& in, Option& o) {
   // (RTX 4060 272 GB/s, RTX 4090 1008 GB/s against dual-channel DDR5's ~60: 4.5x to 17x).
   if (device_bytes + host_bytes > 0) o.decode_relative = (device_bytes + host_bytes) / (device_bytes + 10 * host_bytes);
   if (!known || seconds <= 0) return;
-  // Pipeline stages run one after another for a token: the tightest stage's GPU stands for each (they differ by a
-  // layer or the embeddings). Links between nodes add their time, which is not a memory read (no efficiency factor).
-  const double stages = std::max(1, s.resolved.pipeline_stages);
-  const double link = s.interconnect ? engines::inter_node_seconds_per_token(*s.model, *s.interconnect, s.resolved.tensor_parallel,
-                                                                             s.tp_spans_nodes, s.stage_crossings)
-                                     : 0;
-  o.decode_tps = 1 / (seconds * stages / 0.75 + link);
-  o.decode_tps_low = 1 / (seconds * stages / 0.55 + link);
+  o.decode_tps = decode_rate(s, seconds, kTypicalEfficiency);
+  o.decode_tps_low = decode_rate(s, seconds, kLowEfficiency);
 }
 
 // Prefill: per token 2 FLOPs per active weight plus the attention over half the prompt on average
@@ -118,5 +126,50 @@ void estimate_speed(const Setup& s, const Candidate& c, Option& o, const SpeedIn
 }
 
 void estimate_speed(const Setup& s, const Candidate& c, Option& o) { estimate_speed(s, c, o, speed_inputs(s, c, o)); }
+
+DecodeBound decode_bound(const Setup& s, const Candidate& c, bool placement_open) {
+  const size_t dev = s.pool_index(s.device_pool), host = s.pool_index(s.host_pool);
+  if (s.pools.size() > 2 || dev >= s.pools.size() || host >= s.pools.size() || (s.pools.size() == 2 && dev == host))
+    throw std::logic_error("decode_bound: one device and host RAM only");
+  const WeightBytes& w = *c.weight_bytes;
+  const double active = active_fraction(*s.model);
+  // What a token reads of the main weights as ranked_account counts it: the device's, and host RAM's less the
+  // token_embd rows looked up (a pool that is not host RAM reads no host weights); all else it reads (the KV cache,
+  // a draft) only adds.
+  double on_device = static_cast<double>(w.device.bytes) * active;
+  double in_ram = s.pools[host].kind == "host" ? static_cast<double>(std::max<Bytes>(0, w.host.bytes - w.lookup_host)) * active : 0;
+  DecodeBound out;
+  auto bandwidth = [&](size_t i) {
+    const auto it = s.pool_bandwidth.find(s.pools[i].id);
+    return it == s.pool_bandwidth.end() ? 0.0 : it->second;
+  };
+  if (dev == host) {  // one pool reads everything: its relative speed is what it is for every option, at most 1
+    const double seconds = bandwidth(dev) > 0 ? (on_device + in_ram) / (bandwidth(dev) * 1e9) : 0;
+    out.tps = seconds > 0 ? decode_rate(s, seconds, kTypicalEfficiency) : HUGE_VAL;
+    out.tps_certain = seconds > 0;
+    return out;
+  }
+  // What the device may hold of what a token reads there (KV included): its budget, where the option fits.
+  const Pool& device = s.pools[dev];
+  const double room = device.bounded() ? static_cast<double>(std::max<Bytes>(0, device.budget())) : HUGE_VAL;
+  if (placement_open && s.pools[host].kind == "host") {  // the most the device could hold, the rest in RAM
+    const double reads = on_device + in_ram;
+    on_device = std::min(reads, room);
+    in_ram = reads - on_device;
+  }
+  // estimate_decode's relative speed, the device's bytes at most its room and RAM's at least these
+  if (in_ram > 0 && room < HUGE_VAL) out.relative = (room + in_ram) / (room + 10 * in_ram);
+  // A pool without a bandwidth leaves the speed unknown, or it reads nothing: its seconds are left out either way.
+  // (A rate is known only where every pool that reads has a bandwidth: with one unknown, these seconds are the
+  // known pool's reads where the rate could be known.)
+  double seconds = 0;
+  if (bandwidth(dev) > 0) seconds += on_device / (bandwidth(dev) * 1e9);
+  if (bandwidth(host) > 0) seconds += in_ram / (bandwidth(host) * 1e9);
+  out.tps_certain = on_device + in_ram > 0 && bandwidth(dev) > 0 && bandwidth(host) > 0;
+  if (placement_open && out.tps_certain && bandwidth(host) > bandwidth(dev))  // RAM the faster: all of it there
+    seconds = (on_device + in_ram) / (bandwidth(host) * 1e9);
+  out.tps = seconds > 0 ? decode_rate(s, seconds, kTypicalEfficiency) : HUGE_VAL;
+  return out;
+}
 
 }  // namespace kvplan::detail

@@ -1,0 +1,80 @@
+// What no sizing of a candidate can beat (docs/ranking.md §5, "Sizing best bound first"): its best tier, its
+// highest objective and its best standing, from its weights and cache types alone. The ranking sizes candidates
+// best bound first and leaves unsized those that could neither be shown nor remove an option shown.
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <vector>
+
+#include "planner/setup.hpp"
+
+namespace kvplan::detail {
+
+namespace {
+
+// The task's cache factor never falls as the context grows: checked at every band's edges.
+bool task_factor_grows(const TaskProfile& t) {
+  std::vector<int> at = {1, INT_MAX};
+  for (const auto& band : t.strictness)
+    if (band.upto > 0) at.push_back(band.upto), at.push_back(band.upto < INT_MAX ? band.upto + 1 : band.upto);
+  std::sort(at.begin(), at.end());
+  for (size_t i = 1; i < at.size(); ++i)
+    if (t.factor_at(at[i]) < t.factor_at(at[i - 1])) return false;
+  return true;
+}
+
+}  // namespace
+
+bool bounds_apply(const Setup& s) {
+  // llama.cpp's memory model on one device (and host RAM): decode_bound's pools
+  if (s.own_memory || s.gpu_pools.size() > 1 || s.pools.size() > 2 || s.pool_index(s.device_pool) >= s.pools.size() ||
+      s.pool_index(s.host_pool) >= s.pools.size() || (s.pools.size() == 2 && s.device_pool == s.host_pool))
+    return false;
+  // The prior's loss is then least at the shortest context and the most bits per weight: its context growth and
+  // the task's factor never fall with the context, its weights factor never rises with the bits (a --data prior
+  // may say otherwise, and is then sized in full).
+  const PriorParams& p = s.catalog->prior;
+  return p.alpha_k >= 0 && p.alpha_k_max >= 0 && p.alpha_v >= 0 && p.ctx_floor > 0 && p.w_high <= p.w_mid &&
+         p.w_mid <= p.w_low && p.weight_bpw_high >= p.weight_bpw_mid && task_factor_grows(*s.task);
+}
+
+RankBound rank_bound(const Setup& s, const Candidate& c, int ctx_per_slot, bool placement_open) {
+  const WeightBytes& w = *c.weight_bytes;
+  // the most bits per weight any placement of these weights has (weights_bpw less nothing for tied embeddings)
+  const double bpw = static_cast<double>(w.device.unpadded + w.host.unpadded) * 8 / static_cast<double>(s.model->params);
+  Option least;
+  least.quality = quality_at(s, c, ctx_per_slot, bpw);
+  const DecodeBound speed = decode_bound(s, c, placement_open);
+  const double floor = s.task->decode_floor_tps;
+  // the speed term at its highest: the known rate's, or where the rate may be unknown, the larger of it and the
+  // relative speed's (objective: the first applies when the rate and the floor are known)
+  const double known_rate = floor > 0 && speed.tps > 0 ? speed_term(s, speed.tps, 1) : -HUGE_VAL;
+  const double fastest = speed.tps_certain && floor > 0 ? known_rate : std::max(known_rate, speed_term(s, 0, speed.relative));
+  RankBound b;
+  b.tier = rank_tier(s, least.quality.risk, false, c.k);
+  // the context term at most 0 (the target reached), no time-to-first-token cost
+  b.score = -std::log1p(cautious_loss(least)) + fastest;
+  b.risk = static_cast<int>(least.quality.risk);
+  b.loss = cautious_loss(least);
+  b.decode_tps = speed.tps;
+  b.decode_relative = speed.relative;
+  return b;
+}
+
+bool cannot_show(const Setup& s, const RankBound& b, const std::vector<const Option*>& shown, bool max_context) {
+  if (shown.empty()) return false;
+  const Option& last = *shown.back();
+  // the bound's context is the task minimum: an option below it is ranked only when none reaches it
+  if (last.below_task_min) return false;
+  const Tier t = rank_tier(s, last.quality.risk, last.below_task_min, last.cache_type_k);
+  if (b.tier < t || (b.tier == t && !(b.score < last.score))) return false;
+  // and it dominates none of them (dominates: no worse risk, loss and speed are needed; context and headroom unknown)
+  for (const Option* o : shown) {
+    const Standing y = standing(s, *o, max_context);
+    const bool slower = b.decode_relative < y.decode_relative && (y.decode_tps <= 0 || b.decode_tps < y.decode_tps);
+    if (!(b.risk > y.risk || b.loss > y.loss || slower)) return false;
+  }
+  return true;
+}
+
+}  // namespace kvplan::detail

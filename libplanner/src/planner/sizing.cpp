@@ -1,0 +1,326 @@
+#include "planner/sizing.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+
+namespace kvplan::detail {
+
+void Sized::reserve(size_t n) {  // the options are large: moved once each, not again as the store grows
+  options.reserve(n), origins.reserve(n), fitting.reserve(n), failing.reserve(n);
+}
+
+void Sized::add(Option&& o, int ctx, const Candidate& c, bool at_cap, size_t ordinal) {
+  (o.fits() && ctx > 0 ? fitting : failing).push_back(options.size());
+  options.push_back(std::move(o));
+  origins.push_back({&c, at_cap, ordinal});
+}
+
+void Sized::defer(const Candidate& c, size_t ordinal) {
+  deferred.push_back(options.size());
+  failing.push_back(options.size());
+  options.emplace_back();
+  origins.push_back({&c, false, ordinal});
+}
+
+bool Sized::good_at_min() const {
+  return std::any_of(fitting.begin(), fitting.end(), [&](size_t i) {
+    return !options[i].below_task_min && options[i].quality.risk <= Risk::mild;
+  });
+}
+
+std::vector<const Option*> Sized::fitting_in_order() const {
+  std::vector<size_t> order = fitting;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return origins[a].ordinal < origins[b].ordinal; });
+  std::vector<const Option*> out;
+  out.reserve(order.size());
+  for (size_t i : order) out.push_back(&options[i]);
+  return out;
+}
+
+// The option's -ngl / --n-cpu-moe: the request's, or kvplan's choice for this candidate.
+void set_placement(const Setup& s, const Candidate& c, Option& o) {
+  o.n_gpu_layers = s.resolved.n_gpu_layers;
+  o.n_cpu_moe = s.resolved.n_cpu_moe;
+  if (!c.placed_by_kvplan) return;
+  o.n_gpu_layers = c.placement.cpu_moe_layers > 0 ? std::nullopt : std::optional<int>(s.model->layers + 1 - c.placement.first_gpu_layer);
+  o.n_cpu_moe = c.placement.cpu_moe_layers > 0 ? std::optional<int>(c.placement.cpu_moe_layers) : std::nullopt;
+}
+
+// The pool an option is short in by the most (the GPU, or host RAM under --ram), and by how much.
+size_t short_pool(const Option& o) {
+  size_t worst = 0;
+  for (size_t i = 1; i < o.pools.size(); ++i)
+    if (o.pools[i].headroom < o.pools[worst].headroom) worst = i;
+  return worst;
+}
+Bytes shortfall(const Option& o) { return -o.pools[short_pool(o)].headroom; }
+
+int ContextSearches::largest_fitting(const Setup& s, const Candidate& c, int cap, bool round) {
+  auto search = [&] { return round ? largest_round_ctx(s, c, cap) : largest_fitting_ctx(s, c, cap); };
+  // another engine's cache types are not ggml types; an offloaded candidate has a placement of its own, and its
+  // probes meet no other candidate's (the step search's first probes, the cap and one step, cost less there)
+  if (s.own_memory || c.placed_by_kvplan) return largest_fitting_ctx(s, c, cap);
+  const auto k = compute_type_key(c.ggml_k(*s.engine), true), v = compute_type_key(c.ggml_v(*s.engine), true);
+  const Key key{{c.weights}, {k[0], k[1], k[2], v[0], v[1], v[2], c.flash_attn ? 1 : 0, cap, round ? 1 : 0}};
+  auto it = found_.find(key);
+  if (it == found_.end()) it = found_.emplace(key, search()).first;
+  return it->second;
+}
+
+namespace {
+
+// A candidate whose main weights alone overflow a pool fits at no context (weights_alone_overflow): its option is
+// read only when nothing fits, so it is sized then (Sized::defer).
+bool sized_later(const Setup& s, const Candidate& c) { return !s.own_memory && weights_alone_overflow(s, c); }
+
+// Whether adding option o can change the first `count` of the ranking `shown` (conservatively: yes when unsure).
+// It cannot when it ranks after the last shown and dominates none of them: each stays undominated and ahead of it.
+bool changes_shown(const Setup& s, const Option& o, const std::vector<const Option*>& shown, size_t count) {
+  if (shown.size() < count || shown.back()->below_task_min) return true;
+  if (o.below_task_min) return false;  // below the minimum that the last shown reaches: not ranked
+  if (ranks_before(s, o, *shown.back())) return true;
+  const Standing mine = standing(s, o, false);
+  return std::any_of(shown.begin(), shown.end(), [&](const Option* y) { return dominates(mine, standing(s, *y, false)); });
+}
+
+double order_key(double score) { return std::isnan(score) ? -HUGE_VAL : score; }
+
+}  // namespace
+
+Sizer::Sizer(const Setup& s, const std::string& mode, int cap, size_t shown)
+    : s_(s), mode_(mode), cap_(cap), shown_(std::max<size_t>(1, shown)), prune_(mode == "rank" && bounds_apply(s)) {}
+
+// One candidate as an option: its context (pinned, or the largest that fits up to the cap), every allocation,
+// its quality and speed: what the ranking needs. ctx_found is 0 when nothing fits even at one step; at_cap says
+// the search stopped at the cap (dress_option's warnings).
+Option Sizer::size_option(const Candidate& c, int& ctx_found, bool& at_cap) {
+  const Request& r = s_.request;
+  const int slots = r.kv_unified || s_.own_memory ? 1 : r.n_parallel;
+  int ctx = 0;
+  if (r.ctx_size) {
+    ctx = *r.ctx_size;
+  } else {
+    ctx = searches_.largest_fitting(s_, c, cap_, mode_ == "rank");
+    // ranked options below the cap use round numbers (multiples of 1024); the inverse query keeps 256
+    if (mode_ == "rank" && ctx < cap_ && ctx >= 2 * kRoundCtx * slots) ctx = ctx / (kRoundCtx * slots) * (kRoundCtx * slots);
+  }
+  ctx_found = ctx;
+  at_cap = ctx == cap_;
+  const int at = ctx > 0 ? ctx : static_cast<int>(std::min<long long>(cap_, std::max<long long>(kMinCtx, static_cast<long long>(s_.min_ctx) * slots)));
+  // llama.cpp's options without their allocation list (~200 are sized, 5 shown: dress_option lists them)
+  SpeedInputs speed;
+  Option o = s_.own_memory ? account(s_, c, at) : ranked_account(s_, c, at, speed);
+  score(s_, c, o);
+  set_placement(s_, c, o);  // the launch lines' Resolved is built for the options shown (dress_option)
+  if (s_.own_memory) estimate_speed(s_, c, o);
+  else estimate_speed(s_, c, o, speed);
+  o.score = objective(s_, o, mode_ == "max_context");
+  return o;
+}
+
+struct Sizer::Result {
+  enum class State { none, sized, deferred } state = State::none;
+  const Candidate* candidate = nullptr;  // what was sized: the candidate, or kvplan's placement of it
+  Option option;
+  int ctx = 0;
+  bool at_cap = false;
+};
+
+// Sizes the candidates `ids` (size_one(id): the option when it fits, else nullptr) best bound first, and leaves
+// unsized each whose bound cannot be shown against the options ranked first so far, these and the sizer's earlier
+// options together (cannot_show); every one left is checked again against the final ranking, and sized if it could
+// now be shown, until none is. needs_good_at_min: while no option at the task minimum rates mild or better (kvplan's
+// placements would follow), only one whose risk bound is worse than mild is left. Returns the ids left.
+template <class SizeOne>
+std::vector<size_t> Sizer::best_first(const std::vector<size_t>& ids, const std::vector<RankBound>& bounds, bool needs_good_at_min,
+                                      SizeOne&& size_one) {
+  std::vector<size_t> order = ids;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    if (bounds[a].tier != bounds[b].tier) return bounds[a].tier < bounds[b].tier;
+    return order_key(bounds[a].score) > order_key(bounds[b].score);
+  });
+  std::vector<const Option*> fitting = sized_.fitting_in_order(), shown;
+  bool good = !needs_good_at_min || sized_.good_at_min();
+  auto rank = [&] {
+    shown.clear();
+    for (size_t i : ranked(s_, fitting, false, shown_)) shown.push_back(fitting[i]);
+  };
+  rank();
+  auto size = [&](size_t id) {
+    const Option* o = size_one(id);
+    if (!o) return;
+    fitting.push_back(o);
+    good = good || (!o->below_task_min && o->quality.risk <= Risk::mild);
+    if (changes_shown(s_, *o, shown, shown_)) rank();
+  };
+  // (an option that could be the one at the minimum rating mild or better is sized while there is none)
+  auto can_leave = [&](size_t id) {
+    return (good || bounds[id].risk > static_cast<int>(Risk::mild)) && shown.size() >= shown_ && cannot_show(s_, bounds[id], shown, false);
+  };
+  std::vector<size_t> left;
+  for (size_t id : order)
+    if (can_leave(id)) left.push_back(id);
+    else size(id);
+  for (bool sized_any = true; sized_any;) {  // the ranking changed since some were left: check them again
+    sized_any = false;
+    std::vector<size_t> still;
+    for (size_t id : left)
+      if (can_leave(id)) still.push_back(id);
+      else size(id), sized_any = true;
+    left = std::move(still);
+  }
+  return left;
+}
+
+std::vector<int> Sizer::size_candidates(const std::vector<Candidate>& cs) {
+  std::vector<int> reached(cs.size());
+  std::vector<Result> results(cs.size());
+  auto size_one = [&](size_t i) -> const Option* {
+    Result& r = results[i];
+    r.state = Result::State::sized;
+    r.candidate = &cs[i];
+    r.option = size_option(cs[i], reached[i], r.at_cap);
+    if (!r.option.fits()) reached[i] = 0;
+    r.ctx = reached[i];
+    return reached[i] > 0 ? &r.option : nullptr;
+  };
+  std::vector<size_t> ids;
+  for (size_t i = 0; i < cs.size(); ++i)
+    if (sized_later(s_, cs[i])) results[i].state = Result::State::deferred;  // reached[i] stays 0
+    else ids.push_back(i);
+  std::vector<size_t> left;
+  if (!prune_) {
+    for (size_t i : ids) size_one(i);
+  } else {
+    bounds_.assign(cs.size(), RankBound{});
+    for (size_t i : ids) bounds_[i] = rank_bound(s_, cs[i], s_.min_ctx, false);
+    left = best_first(ids, bounds_, s_.auto_placement, size_one);
+  }
+  sized_.reserve(cs.size());
+  for (size_t i = 0; i < cs.size(); ++i)
+    if (results[i].state == Result::State::deferred) sized_.defer(cs[i], i);
+    else if (results[i].state == Result::State::sized) sized_.add(std::move(results[i].option), results[i].ctx, cs[i], results[i].at_cap, i);
+  std::sort(left.begin(), left.end());
+  // kvplan's placements follow: they read whether each candidate reaches the cap (the search's first probe)
+  const bool placements_follow = s_.auto_placement && !sized_.good_at_min();
+  for (size_t i : left) {
+    sized_.unsized.push_back({&cs[i], false, i, bounds_[i]});
+    if (placements_follow) reached[i] = reaches_cap(s_, cs[i], cap_);
+  }
+  return reached;
+}
+
+void Sizer::size_placed(const std::vector<Candidate>& cs, const std::vector<int>& reached, int at) {
+  at_ = at;
+  placed_.reserve(cs.size());  // one placement per candidate at most: the options point at them
+  std::vector<Result> results(cs.size());
+  auto place = [&](size_t i) {  // kvplan's placement of candidate i (nullopt: none fits)
+    if (auto c = offloaded(s_, cs[i], at)) {
+      placed_.push_back(std::move(*c));
+      results[i].candidate = &placed_.back();
+      results[i].state = sized_later(s_, placed_.back()) ? Result::State::deferred : Result::State::sized;
+    }
+  };
+  auto size_placement = [&](size_t i) -> const Option* {
+    Result& r = results[i];
+    if (r.state != Result::State::sized) return nullptr;
+    r.option = size_option(*r.candidate, r.ctx, r.at_cap);
+    return r.option.fits() && r.ctx > 0 ? &r.option : nullptr;
+  };
+  std::vector<size_t> ids;
+  for (size_t i : settings_major(cs))
+    if (reached[i] < at) ids.push_back(i);
+  std::vector<RankBound> bounds_placed(cs.size());
+  std::vector<size_t> left;
+  if (!prune_) {
+    // cache-type-major (each setting's formats one after another: their graphs differ only in the copies' sizes, GraphReuse)
+    for (size_t i : ids) place(i);
+    for (size_t i : ids) size_placement(i);
+  } else {
+    for (size_t i : ids) bounds_placed[i] = rank_bound(s_, cs[i], s_.min_ctx, true);
+    left = best_first(ids, bounds_placed, false, [&](size_t i) {
+      place(i);
+      return size_placement(i);
+    });
+  }
+  sized_.reserve(sized_.options.size() + cs.size());
+  std::sort(left.begin(), left.end());
+  for (size_t i : left) sized_.unsized.push_back({&cs[i], true, cs.size() + i, bounds_placed[i]});
+  for (size_t i = 0; i < cs.size(); ++i)
+    if (results[i].state == Result::State::deferred) sized_.defer(*results[i].candidate, cs.size() + i);
+    else if (results[i].state == Result::State::sized)
+      sized_.add(std::move(results[i].option), results[i].ctx, *results[i].candidate, results[i].at_cap, cs.size() + i);
+  settle();  // the candidates left at the request's placement, against the ranking with kvplan's placements
+}
+
+void Sizer::settle() {
+  for (;;) {
+    const std::vector<const Option*> fitting = sized_.fitting_in_order();
+    std::vector<const Option*> shown;
+    for (size_t i : ranked(s_, fitting, false, shown_)) shown.push_back(fitting[i]);
+    bool any = false;
+    size_unsized([&](const Sized::Unsized& u) {
+      const bool size = shown.size() < shown_ || !cannot_show(s_, u.bound, shown, false);
+      any = any || size;
+      return size;
+    });
+    if (!any) return;
+  }
+}
+
+void Sizer::size_unsized(const std::function<bool(const Sized::Unsized&)>& wanted) {
+  std::vector<Sized::Unsized> still, now;
+  for (const Sized::Unsized& u : sized_.unsized) (wanted(u) ? now : still).push_back(u);
+  sized_.unsized = std::move(still);
+  for (const Sized::Unsized& u : now) {
+    const Candidate* c = u.candidate;
+    if (u.placement_open) {
+      auto placed = offloaded(s_, *c, at_);
+      if (!placed) continue;
+      placed_.push_back(std::move(*placed));
+      c = &placed_.back();
+      if (sized_later(s_, *c)) {
+        sized_.defer(*c, u.ordinal);
+        continue;
+      }
+    }
+    int ctx = 0;
+    bool at_cap = false;
+    Option o = size_option(*c, ctx, at_cap);
+    sized_.add(std::move(o), ctx, *c, at_cap, u.ordinal);
+  }
+}
+
+// Nothing fits: the deferred candidates sized closest first, by their main weights' shortfall alone (a lower bound of
+// the option's: every other allocation adds to it), until that bound exceeds the shortfall of the `top`-th closest
+// option sized so far. The rest cannot be among the options report_nothing_fits shows (the closest, ordered stably)
+// and leave the failing list unsized: a 235B model on a 12 GB card sized ~200 of them, each a graph at its context.
+void Sizer::size_closest_deferred() {
+  Sized& sized = sized_;
+  const size_t shown = static_cast<size_t>(std::max(1, s_.request.top));
+  std::vector<std::pair<Bytes, size_t>> by_bound;  // (the weights' shortfall, index into options)
+  for (size_t i : sized.deferred) by_bound.emplace_back(-weights_alone_headroom(s_, *sized.origins[i].candidate), i);
+  std::stable_sort(by_bound.begin(), by_bound.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<Bytes> closest;  // the smallest shortfalls of the options sized, ascending, at most `shown`
+  auto keep = [&](Bytes shortfall_bytes) {
+    closest.insert(std::upper_bound(closest.begin(), closest.end(), shortfall_bytes), shortfall_bytes);
+    if (closest.size() > shown) closest.pop_back();
+  };
+  std::vector<char> unsized(sized.options.size(), 0);
+  for (size_t i : sized.deferred) unsized[i] = 1;
+  for (size_t i : sized.failing)
+    if (!unsized[i]) keep(shortfall(sized.options[i]));
+  for (const auto& [bound, i] : by_bound) {
+    if (closest.size() == shown && bound > closest.back()) break;  // this one and every later one rank below them
+    int ctx = 0;
+    sized.options[i] = size_option(*sized.origins[i].candidate, ctx, sized.origins[i].at_cap);
+    unsized[i] = 0;
+    keep(shortfall(sized.options[i]));
+  }
+  sized.failing.erase(std::remove_if(sized.failing.begin(), sized.failing.end(), [&](size_t i) { return unsized[i] != 0; }),
+                      sized.failing.end());
+  sized.deferred.clear();
+}
+
+}  // namespace kvplan::detail
