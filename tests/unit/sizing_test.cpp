@@ -66,7 +66,8 @@ TEST_CASE("rank bounds: no option a candidate sizes to is above its bound") {
       if (o.below_task_min) continue;  // the bound is for options at the task minimum or longer
       const size_t ordinal = sized.origins[i].ordinal, n = u->candidates.size();
       const bool open = ordinal >= n;  // kvplan's placement: bounded before the search
-      const detail::RankBound b = detail::rank_bound(s, u->candidates[open ? ordinal - n : ordinal], s.min_ctx, open);
+      const detail::Candidate& c = u->candidates[open ? ordinal - n : ordinal];
+      const detail::RankBound b = detail::rank_bound(s, c, s.min_ctx, detail::decode_bound(s, c, open));
       CAPTURE(r.model, r.gpu, r.task, o.weights, o.cache_type_k, o.cache_type_v, o.ctx_per_slot, open, o.n_gpu_layers.value_or(-1),
               o.n_cpu_moe.value_or(-1), o.score, b.score, o.decode_tps, b.decode_tps, o.decode_relative, b.decode_relative);
       // (the bound's speed is summed in another order than the option's: a rounding step is allowed)

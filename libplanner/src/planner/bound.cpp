@@ -38,39 +38,41 @@ bool bounds_apply(const Setup& s) {
          p.w_mid <= p.w_low && p.weight_bpw_high >= p.weight_bpw_mid && task_factor_grows(*s.task);
 }
 
-RankBound rank_bound(const Setup& s, const Candidate& c, int ctx_per_slot, bool placement_open) {
+RankBound rank_bound(const Setup& s, const Candidate& c, int ctx_per_slot, const DecodeBound& speed) {
   const WeightBytes& w = *c.weight_bytes;
   // the most bits per weight any placement of these weights has (weights_bpw less nothing for tied embeddings)
   const double bpw = static_cast<double>(w.device.unpadded + w.host.unpadded) * 8 / static_cast<double>(s.model->params);
-  Option least;
-  least.quality = quality_at(s, c, ctx_per_slot, bpw);
-  const DecodeBound speed = decode_bound(s, c, placement_open);
+  const Quality least = quality_at(s, c, ctx_per_slot, bpw);
   const double floor = s.task->decode_floor_tps;
   // the speed term at its highest: the known rate's, or where the rate may be unknown, the larger of it and the
   // relative speed's (objective: the first applies when the rate and the floor are known)
   const double known_rate = floor > 0 && speed.tps > 0 ? speed_term(s, speed.tps, 1) : -HUGE_VAL;
   const double fastest = speed.tps_certain && floor > 0 ? known_rate : std::max(known_rate, speed_term(s, 0, speed.relative));
   RankBound b;
-  b.tier = rank_tier(s, least.quality.risk, false, c.k);
+  b.tier = rank_tier(s, least.risk, false, c.k);
   // the context term at most 0 (the target reached), no time-to-first-token cost
   b.score = -std::log1p(cautious_loss(least)) + fastest;
-  b.risk = static_cast<int>(least.quality.risk);
+  b.risk = static_cast<int>(least.risk);
   b.loss = cautious_loss(least);
   b.decode_tps = speed.tps;
   b.decode_relative = speed.relative;
   return b;
 }
 
-bool cannot_show(const Setup& s, const RankBound& b, const std::vector<const Option*>& shown, bool max_context) {
-  if (shown.empty()) return false;
-  const Option& last = *shown.back();
+ShownOptions::ShownOptions(const Setup& s, std::vector<const Option*> first, bool max_context) : options(std::move(first)) {
+  standings.reserve(options.size());
+  for (const Option* o : options) standings.push_back(standing(s, *o, max_context));
+  if (!options.empty()) last_tier = rank_tier(s, options.back()->quality.risk, options.back()->below_task_min, options.back()->cache_type_k);
+}
+
+bool cannot_show(const RankBound& b, const ShownOptions& shown) {
+  if (shown.options.empty()) return false;
+  const Option& last = *shown.options.back();
   // the bound's context is the task minimum: an option below it is ranked only when none reaches it
   if (last.below_task_min) return false;
-  const Tier t = rank_tier(s, last.quality.risk, last.below_task_min, last.cache_type_k);
-  if (b.tier < t || (b.tier == t && !(b.score < last.score))) return false;
+  if (b.tier < shown.last_tier || (b.tier == shown.last_tier && !(b.score < last.score))) return false;
   // and it dominates none of them (dominates: no worse risk, loss and speed are needed; context and headroom unknown)
-  for (const Option* o : shown) {
-    const Standing y = standing(s, *o, max_context);
+  for (const Standing& y : shown.standings) {
     const bool slower = b.decode_relative < y.decode_relative && (y.decode_tps <= 0 || b.decode_tps < y.decode_tps);
     if (!(b.risk > y.risk || b.loss > y.loss || slower)) return false;
   }

@@ -71,10 +71,11 @@ constexpr double kWeightTtft = 0.025;    // twice the first-token limit costs +1
 constexpr double kFastCap = 4;
 }  // namespace
 
-double cautious_loss(const Option& o) {
-  const double e = std::max(0.0, o.quality.expected_loss), h = o.quality.high;
+double cautious_loss(const Quality& q) {
+  const double e = std::max(0.0, q.expected_loss), h = q.high;
   return h > e ? std::sqrt(e * h) : e;
 }
+double cautious_loss(const Option& o) { return cautious_loss(o.quality); }
 
 double context_term(int ctx_per_slot, int target) {
   const double ctx = std::max(1, ctx_per_slot);

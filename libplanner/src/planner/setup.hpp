@@ -411,6 +411,7 @@ Quality quality_at(const Setup& s, const Candidate& c, int ctx_per_slot, double 
 // ---- rank.cpp: the one-line reason, the order, dominance ----
 std::string reason_for(const Setup& s, const Option& o);
 double cautious_loss(const Option& o);
+double cautious_loss(const Quality& q);
 double objective(const Setup& s, const Option& o, bool max_context);
 // The objective's speed term: below the task's floor a cost, above it a little gain; speed unknown, what RAM costs.
 double speed_term(const Setup& s, double decode_tps, double decode_relative);
@@ -444,17 +445,26 @@ std::vector<size_t> ranked(const Setup& s, const std::vector<const Option*>& fit
 // is least at the shortest context and the most bits.
 bool bounds_apply(const Setup& s);
 // The best tier, the highest objective and the best standing (risk, cautious loss, speed) any fitting option of the
-// candidate at ctx_per_slot or more could have (placement_open: before kvplan's placement search).
+// candidate at ctx_per_slot or more could have, its decode at most `speed` (decode_bound: its weights as placed, or
+// before kvplan's placement search).
 struct RankBound {
   Tier tier;
   double score = 0;
   int risk = 0;
   double loss = 0, decode_tps = 0, decode_relative = 1;
 };
-RankBound rank_bound(const Setup& s, const Candidate& c, int ctx_per_slot, bool placement_open);
+RankBound rank_bound(const Setup& s, const Candidate& c, int ctx_per_slot, const DecodeBound& speed);
+// The ranking's first options as a bound is compared with them: each one's standing, the last one's tier.
+struct ShownOptions {
+  ShownOptions() = default;
+  ShownOptions(const Setup& s, std::vector<const Option*> first, bool max_context);
+  std::vector<const Option*> options;
+  std::vector<Standing> standings;
+  Tier last_tier;
+};
 // An option within the bound ranks below the last of `shown` (the ranking's first options, at the task minimum)
 // and dominates none of them: were it sized, they would still be shown, in the same order.
-bool cannot_show(const Setup& s, const RankBound& b, const std::vector<const Option*>& shown, bool max_context);
+bool cannot_show(const RankBound& b, const ShownOptions& shown);
 
 // ---- explain.cpp: why the recommendation, with evidence ----
 std::vector<std::string> explain(const Setup& s, const Option& best, const std::vector<const Option*>& all);

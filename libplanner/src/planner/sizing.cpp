@@ -76,12 +76,19 @@ bool sized_later(const Setup& s, const Candidate& c) { return !s.own_memory && w
 
 // Whether adding option o can change the first `count` of the ranking `shown` (conservatively: yes when unsure).
 // It cannot when it ranks after the last shown and dominates none of them: each stays undominated and ahead of it.
-bool changes_shown(const Setup& s, const Option& o, const std::vector<const Option*>& shown, size_t count) {
-  if (shown.size() < count || shown.back()->below_task_min) return true;
+bool changes_shown(const Setup& s, const Option& o, const ShownOptions& shown, size_t count) {
+  if (shown.options.size() < count || shown.options.back()->below_task_min) return true;
   if (o.below_task_min) return false;  // below the minimum that the last shown reaches: not ranked
-  if (ranks_before(s, o, *shown.back())) return true;
+  if (ranks_before(s, o, *shown.options.back())) return true;
   const Standing mine = standing(s, o, false);
-  return std::any_of(shown.begin(), shown.end(), [&](const Option* y) { return dominates(mine, standing(s, *y, false)); });
+  return std::any_of(shown.standings.begin(), shown.standings.end(), [&](const Standing& y) { return dominates(mine, y); });
+}
+
+// The first `count` options of the ranking of `fitting` (rank mode).
+ShownOptions first_ranked(const Setup& s, const std::vector<const Option*>& fitting, size_t count) {
+  std::vector<const Option*> first;
+  for (size_t i : ranked(s, fitting, false, count)) first.push_back(fitting[i]);
+  return ShownOptions(s, std::move(first), false);
 }
 
 double order_key(double score) { return std::isnan(score) ? -HUGE_VAL : score; }
@@ -119,6 +126,14 @@ Option Sizer::size_option(const Candidate& c, int& ctx_found, bool& at_cap) {
   return o;
 }
 
+RankBound Sizer::bound(const Candidate& c, bool placement_open) {
+  // the decode bound reads the candidate's weights only: one per format and placement
+  auto key = std::make_pair(c.weight_bytes.get(), placement_open);
+  auto it = decode_bounds_.find(key);
+  if (it == decode_bounds_.end()) it = decode_bounds_.emplace(key, decode_bound(s_, c, placement_open)).first;
+  return rank_bound(s_, c, s_.min_ctx, it->second);
+}
+
 struct Sizer::Result {
   enum class State { none, sized, deferred } state = State::none;
   const Candidate* candidate = nullptr;  // what was sized: the candidate, or kvplan's placement of it
@@ -140,23 +155,19 @@ std::vector<size_t> Sizer::best_first(const std::vector<size_t>& ids, const std:
     if (bounds[a].tier != bounds[b].tier) return bounds[a].tier < bounds[b].tier;
     return order_key(bounds[a].score) > order_key(bounds[b].score);
   });
-  std::vector<const Option*> fitting = sized_.fitting_in_order(), shown;
+  std::vector<const Option*> fitting = sized_.fitting_in_order();
+  ShownOptions shown = first_ranked(s_, fitting, shown_);
   bool good = !needs_good_at_min || sized_.good_at_min();
-  auto rank = [&] {
-    shown.clear();
-    for (size_t i : ranked(s_, fitting, false, shown_)) shown.push_back(fitting[i]);
-  };
-  rank();
   auto size = [&](size_t id) {
     const Option* o = size_one(id);
     if (!o) return;
     fitting.push_back(o);
     good = good || (!o->below_task_min && o->quality.risk <= Risk::mild);
-    if (changes_shown(s_, *o, shown, shown_)) rank();
+    if (changes_shown(s_, *o, shown, shown_)) shown = first_ranked(s_, fitting, shown_);
   };
   // (an option that could be the one at the minimum rating mild or better is sized while there is none)
   auto can_leave = [&](size_t id) {
-    return (good || bounds[id].risk > static_cast<int>(Risk::mild)) && shown.size() >= shown_ && cannot_show(s_, bounds[id], shown, false);
+    return (good || bounds[id].risk > static_cast<int>(Risk::mild)) && shown.options.size() >= shown_ && cannot_show(bounds[id], shown);
   };
   std::vector<size_t> left;
   for (size_t id : order)
@@ -194,7 +205,7 @@ std::vector<int> Sizer::size_candidates(const std::vector<Candidate>& cs) {
     for (size_t i : ids) size_one(i);
   } else {
     bounds_.assign(cs.size(), RankBound{});
-    for (size_t i : ids) bounds_[i] = rank_bound(s_, cs[i], s_.min_ctx, false);
+    for (size_t i : ids) bounds_[i] = bound(cs[i], false);
     left = best_first(ids, bounds_, s_.auto_placement, size_one);
   }
   sized_.reserve(cs.size());
@@ -238,7 +249,7 @@ void Sizer::size_placed(const std::vector<Candidate>& cs, const std::vector<int>
     for (size_t i : ids) place(i);
     for (size_t i : ids) size_placement(i);
   } else {
-    for (size_t i : ids) bounds_placed[i] = rank_bound(s_, cs[i], s_.min_ctx, true);
+    for (size_t i : ids) bounds_placed[i] = bound(cs[i], true);
     left = best_first(ids, bounds_placed, false, [&](size_t i) {
       place(i);
       return size_placement(i);
@@ -256,12 +267,10 @@ void Sizer::size_placed(const std::vector<Candidate>& cs, const std::vector<int>
 
 void Sizer::settle() {
   for (;;) {
-    const std::vector<const Option*> fitting = sized_.fitting_in_order();
-    std::vector<const Option*> shown;
-    for (size_t i : ranked(s_, fitting, false, shown_)) shown.push_back(fitting[i]);
+    const ShownOptions shown = first_ranked(s_, sized_.fitting_in_order(), shown_);
     bool any = false;
     size_unsized([&](const Sized::Unsized& u) {
-      const bool size = shown.size() < shown_ || !cannot_show(s_, u.bound, shown, false);
+      const bool size = shown.options.size() < shown_ || !cannot_show(u.bound, shown);
       any = any || size;
       return size;
     });

@@ -4,6 +4,8 @@
 // option shown are left unsized (docs/ranking.md §5, "Sizing best bound first").
 #pragma once
 #include <functional>
+#include <map>
+#include <utility>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -83,6 +85,7 @@ class Sizer {
 
  private:
   struct Result;
+  RankBound bound(const Candidate& c, bool placement_open);
   Option size_option(const Candidate& c, int& ctx_found, bool& at_cap);
   // Every candidate left unsized checked against the final ranking, and sized if it could now be shown.
   void settle();
@@ -98,6 +101,7 @@ class Sizer {
   ContextSearches searches_;
   Sized sized_;
   std::vector<RankBound> bounds_;  // of the candidates at the request's placement
+  std::map<std::pair<const WeightBytes*, bool>, DecodeBound> decode_bounds_;  // by weights and placement_open
   std::vector<Candidate> placed_;  // kvplan's placements: reserved once, the options point at them
 };
 
