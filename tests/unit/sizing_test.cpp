@@ -124,3 +124,37 @@ TEST_CASE("sizing best bound first: plan() shows what sizing every candidate sho
   CHECK(compared > 300);
   CHECK(left > 30000);  // the shortcut is exercised: most candidates are left unsized
 }
+
+TEST_CASE("placement shortfall bound: no placement kvplan's search returns has weights closer to fitting") {
+  // offloaded_shortfall_bound lets plan() skip the placement search of a candidate whose weights alone would overflow
+  // a pool wherever the search put them; it must never exceed the shortfall of the placement the search returns.
+  int checked = 0, positive = 0;
+  for (const ModelSpec& m : kvtest::catalog().models)
+    for (const char* gpu : {"rtx3060-12gb", "8GB", "24GB"})
+      for (const long long ram_gib : {8LL, 32LL, 128LL}) {
+        Request r;
+        r.gpu = gpu, r.model = m.id, r.host_ram = ram_gib << 30;
+        detail::Setup s;
+        std::vector<detail::Candidate> candidates;
+        try {
+          s = detail::resolve(kvtest::catalog(), r);
+          candidates = detail::enumerate(s);
+        } catch (const InputError&) {
+          continue;
+        }
+        const int at = s.target_ctx;
+        for (size_t i = 0; i < candidates.size(); i += 3) {
+          const auto bound = detail::offloaded_shortfall_bound(s, candidates[i]);
+          if (!bound) continue;
+          const auto placed = detail::offloaded(s, candidates[i], at);
+          if (!placed) continue;
+          CAPTURE(m.id, gpu, ram_gib, candidates[i].weights->id, candidates[i].k, candidates[i].v, *bound,
+                  placed->placement.first_gpu_layer, placed->placement.cpu_moe_layers);
+          CHECK(*bound <= -detail::weights_alone_headroom(s, *placed));
+          ++checked;
+          positive += *bound > 0;
+        }
+      }
+  CHECK(checked > 5000);
+  CHECK(positive > 1000);  // the shortcut is exercised
+}

@@ -28,11 +28,37 @@ class Placer {
   bool counts_output_;
 };
 
+// kvplan's placement moves MoE experts (--n-cpu-moe), else layers (-ngl): Ollama cannot pass --n-cpu-moe.
+bool places_experts(const Setup& s) { return s.model->moe && !(s.runtime && s.runtime->kind == "ollama"); }
+
 }  // namespace
+
+std::optional<Bytes> offloaded_shortfall_bound(const Setup& s, const Candidate& c) {
+  const ModelSpec& m = *s.model;
+  // one GPU and host RAM, both bounded; weights whose two figures add up alike at every placement (a tied output
+  // matrix is allocated or not by where it lands)
+  if (s.own_memory || s.gpu_pools.size() > 1 || s.pools.size() != 2 || s.device_pool == s.host_pool || m.tied_embeddings ||
+      !s.placement.overrides.empty() || !s.placement.split_points.empty())
+    return std::nullopt;
+  const Pool &device = s.pools[s.pool_index(s.device_pool)], &host = s.pools[s.pool_index(s.host_pool)];
+  if (!device.bounded() || !host.bounded()) return std::nullopt;
+  // Where the GPU fits, its weights take at most its budget and RAM holds the rest (each figure's upper bound is
+  // rounded on its own: a few bytes of slack).
+  constexpr Bytes kRounding = 16;
+  const Bytes weights = checked_add(c.weight_bytes->device.high, c.weight_bytes->host.high, "weights") - kRounding;
+  Bytes bound = weights - device.budget() - host.budget();
+  // The placements offloaded returns without asking that the GPU fit there: all experts in RAM (the GPU holds no
+  // fewer), one layer's experts (where none in RAM fit), every layer on the GPU but the output (where all fit).
+  Placer placer(s, c);
+  const std::vector<std::pair<bool, int>> unchecked =
+      places_experts(s) ? std::vector<std::pair<bool, int>>{{true, m.layers}, {true, 1}} : std::vector<std::pair<bool, int>>{{false, m.layers}};
+  for (const auto& [experts, n] : unchecked) bound = std::min(bound, -weights_alone_headroom(s, placer.at(experts, n)));
+  return bound;
+}
 
 std::optional<Candidate> offloaded(const Setup& s, const Candidate& c, int ctx) {
   const ModelSpec& m = *s.model;
-  const bool experts = m.moe && !(s.runtime && s.runtime->kind == "ollama");  // Ollama cannot pass --n-cpu-moe
+  const bool experts = places_experts(s);
   // The search asks the GPU only: more in RAM never needs more GPU memory, but it needs more RAM, so the placement
   // with the least in RAM that the GPU holds is also the one most likely to fit RAM (which the caller checks).
   // Asking both made it monotonic in neither: Qwen3-30B-A3B Q6_K on 24 GB with 22 GiB of RAM failed because all

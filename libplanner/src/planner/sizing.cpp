@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
+#include <queue>
+#include <stdexcept>
+#include <tuple>
 
 namespace kvplan::detail {
 
@@ -16,8 +19,8 @@ void Sized::add(Option&& o, int ctx, const Candidate& c, bool at_cap, size_t ord
   origins.push_back({&c, at_cap, ordinal});
 }
 
-void Sized::defer(const Candidate& c, size_t ordinal) {
-  deferred.push_back(options.size());
+void Sized::defer(const Candidate& c, size_t ordinal, std::optional<Bytes> placement_pending) {
+  deferred.push_back({options.size(), placement_pending});
   failing.push_back(options.size());
   options.emplace_back();
   origins.push_back({&c, false, ordinal});
@@ -135,7 +138,8 @@ RankBound Sizer::bound(const Candidate& c, bool placement_open) {
 }
 
 struct Sizer::Result {
-  enum class State { none, sized, deferred } state = State::none;
+  enum class State { none, sized, deferred, placement_deferred } state = State::none;
+  Bytes shortfall_bound = 0;  // placement_deferred: offloaded_shortfall_bound
   const Candidate* candidate = nullptr;  // what was sized: the candidate, or kvplan's placement of it
   Option option;
   int ctx = 0;
@@ -240,8 +244,16 @@ void Sizer::size_placed(const std::vector<Candidate>& cs, const std::vector<int>
     return r.option.fits() && r.ctx > 0 ? &r.option : nullptr;
   };
   std::vector<size_t> ids;
-  for (size_t i : settings_major(cs))
-    if (reached[i] < at) ids.push_back(i);
+  for (size_t i : settings_major(cs)) {
+    if (reached[i] >= at) continue;
+    // a placement whose weights alone would overflow a pool is searched only if nothing fits (size_closest_deferred)
+    if (const auto bound = offloaded_shortfall_bound(s_, cs[i]); bound && *bound > 0) {
+      results[i].state = Result::State::placement_deferred;
+      results[i].shortfall_bound = *bound;
+      continue;
+    }
+    ids.push_back(i);
+  }
   std::vector<RankBound> bounds_placed(cs.size());
   std::vector<size_t> left;
   if (!prune_) {
@@ -260,6 +272,7 @@ void Sizer::size_placed(const std::vector<Candidate>& cs, const std::vector<int>
   for (size_t i : left) sized_.unsized.push_back({&cs[i], true, cs.size() + i, bounds_placed[i]});
   for (size_t i = 0; i < cs.size(); ++i)
     if (results[i].state == Result::State::deferred) sized_.defer(*results[i].candidate, cs.size() + i);
+    else if (results[i].state == Result::State::placement_deferred) sized_.defer(cs[i], cs.size() + i, results[i].shortfall_bound);
     else if (results[i].state == Result::State::sized)
       sized_.add(std::move(results[i].option), results[i].ctx, *results[i].candidate, results[i].at_cap, cs.size() + i);
   settle();  // the candidates left at the request's placement, against the ranking with kvplan's placements
@@ -305,25 +318,45 @@ void Sizer::size_unsized(const std::function<bool(const Sized::Unsized&)>& wante
 // the option's: every other allocation adds to it), until that bound exceeds the shortfall of the `top`-th closest
 // option sized so far. The rest cannot be among the options report_nothing_fits shows (the closest, ordered stably)
 // and leave the failing list unsized: a 235B model on a 12 GB card sized ~200 of them, each a graph at its context.
+// A deferred placement not searched yet enters with its lower bound, and when its turn comes is searched and enters
+// again with its own (the same order as had every placement been searched first).
 void Sizer::size_closest_deferred() {
   Sized& sized = sized_;
   const size_t shown = static_cast<size_t>(std::max(1, s_.request.top));
-  std::vector<std::pair<Bytes, size_t>> by_bound;  // (the weights' shortfall, index into options)
-  for (size_t i : sized.deferred) by_bound.emplace_back(-weights_alone_headroom(s_, *sized.origins[i].candidate), i);
-  std::stable_sort(by_bound.begin(), by_bound.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  using Entry = std::tuple<Bytes, size_t, bool>;  // (the bound, the place in the deferred list, placement pending)
+  std::priority_queue<Entry, std::vector<Entry>, std::greater<>> queue;
+  for (size_t k = 0; k < sized.deferred.size(); ++k) {
+    const Sized::Deferred& d = sized.deferred[k];
+    queue.emplace(d.placement_pending ? *d.placement_pending : -weights_alone_headroom(s_, *sized.origins[d.option].candidate), k,
+                  d.placement_pending.has_value());
+  }
   std::vector<Bytes> closest;  // the smallest shortfalls of the options sized, ascending, at most `shown`
   auto keep = [&](Bytes shortfall_bytes) {
     closest.insert(std::upper_bound(closest.begin(), closest.end(), shortfall_bytes), shortfall_bytes);
     if (closest.size() > shown) closest.pop_back();
   };
   std::vector<char> unsized(sized.options.size(), 0);
-  for (size_t i : sized.deferred) unsized[i] = 1;
+  for (const Sized::Deferred& d : sized.deferred) unsized[d.option] = 1;
   for (size_t i : sized.failing)
     if (!unsized[i]) keep(shortfall(sized.options[i]));
-  for (const auto& [bound, i] : by_bound) {
+  while (!queue.empty()) {
+    const auto [bound, k, pending] = queue.top();
     if (closest.size() == shown && bound > closest.back()) break;  // this one and every later one rank below them
+    queue.pop();
+    const size_t i = sized.deferred[k].option;
+    Sized::Origin& origin = sized.origins[i];
+    if (pending) {  // kvplan's placement, searched now (none: no option)
+      auto placed = offloaded(s_, *origin.candidate, at_);
+      if (!placed) continue;
+      placed_.push_back(std::move(*placed));
+      origin.candidate = &placed_.back();
+      if (!weights_alone_overflow(s_, placed_.back()))
+        throw std::logic_error("size_closest_deferred: a placement bounded to overflow does not (offloaded_shortfall_bound)");
+      queue.emplace(-weights_alone_headroom(s_, placed_.back()), k, false);
+      continue;
+    }
     int ctx = 0;
-    sized.options[i] = size_option(*sized.origins[i].candidate, ctx, sized.origins[i].at_cap);
+    sized.options[i] = size_option(*origin.candidate, ctx, origin.at_cap);
     unsized[i] = 0;
     keep(shortfall(sized.options[i]));
   }

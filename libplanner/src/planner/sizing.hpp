@@ -5,6 +5,7 @@
 #pragma once
 #include <functional>
 #include <map>
+#include <optional>
 #include <utility>
 #include <string>
 #include <unordered_map>
@@ -36,8 +37,14 @@ struct Sized {
   void add(Option&& o, int ctx, const Candidate& c, bool at_cap, size_t ordinal);
   // A candidate whose main weights alone overflow a pool fits at no context (weights_alone_overflow): its option is
   // read only when nothing fits (report_nothing_fits), so it is sized then if it can be shown (Sizer::size_closest_deferred).
-  void defer(const Candidate& c, size_t ordinal);
-  std::vector<size_t> deferred;  // into options: failing, not sized yet
+  // placement_pending: kvplan's placement of c, not searched yet, is known to overflow so (offloaded_shortfall_bound):
+  // a lower bound on that shortfall.
+  void defer(const Candidate& c, size_t ordinal, std::optional<Bytes> placement_pending = std::nullopt);
+  struct Deferred {
+    size_t option;  // into options: failing, not sized yet
+    std::optional<Bytes> placement_pending;  // the origin's candidate is the one before kvplan's placement
+  };
+  std::vector<Deferred> deferred;
   // A candidate the ranking left unsized: it could neither be shown nor remove an option shown (cannot_show).
   struct Unsized {
     const Candidate* candidate;  // at the request's placement
