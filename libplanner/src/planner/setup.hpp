@@ -376,7 +376,8 @@ int last_fitting(int lo, Bytes h_lo, int hi, Bytes h_hi, Headroom&& headroom) {
 std::optional<Candidate> offloaded(const Setup& s, const Candidate& c, int ctx);
 // Without the search: a lower bound on the shortfall of the main weights alone (weights_alone_headroom's negative) of
 // whatever placement offloaded returns for c, on one GPU and host RAM (nullopt: none known). Above 0 the placement's
-// weights alone overflow a pool, so its option is read only when nothing fits (Sized::defer).
+// weights alone overflow a pool, so its option is read only when nothing fits (Sized::defer). It reads c's weights
+// only (not its cache types).
 std::optional<Bytes> offloaded_shortfall_bound(const Setup& s, const Candidate& c);
 
 // ---- suggest.cpp: verified alternatives ----

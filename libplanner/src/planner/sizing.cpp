@@ -137,6 +137,13 @@ RankBound Sizer::bound(const Candidate& c, bool placement_open) {
   return rank_bound(s_, c, s_.min_ctx, it->second);
 }
 
+std::optional<Bytes> Sizer::shortfall_bound(const Candidate& c) {
+  // it reads the candidate's weights only: one per format
+  auto it = shortfall_bounds_.find(c.weight_bytes.get());
+  if (it == shortfall_bounds_.end()) it = shortfall_bounds_.emplace(c.weight_bytes.get(), offloaded_shortfall_bound(s_, c)).first;
+  return it->second;
+}
+
 struct Sizer::Result {
   enum class State { none, sized, deferred, placement_deferred } state = State::none;
   Bytes shortfall_bound = 0;  // placement_deferred: offloaded_shortfall_bound
@@ -247,7 +254,7 @@ void Sizer::size_placed(const std::vector<Candidate>& cs, const std::vector<int>
   for (size_t i : settings_major(cs)) {
     if (reached[i] >= at) continue;
     // a placement whose weights alone would overflow a pool is searched only if nothing fits (size_closest_deferred)
-    if (const auto bound = offloaded_shortfall_bound(s_, cs[i]); bound && *bound > 0) {
+    if (const auto bound = shortfall_bound(cs[i]); bound && *bound > 0) {
       results[i].state = Result::State::placement_deferred;
       results[i].shortfall_bound = *bound;
       continue;

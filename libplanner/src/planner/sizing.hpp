@@ -93,6 +93,7 @@ class Sizer {
  private:
   struct Result;
   RankBound bound(const Candidate& c, bool placement_open);
+  std::optional<Bytes> shortfall_bound(const Candidate& c);
   Option size_option(const Candidate& c, int& ctx_found, bool& at_cap);
   // Every candidate left unsized checked against the final ranking, and sized if it could now be shown.
   void settle();
@@ -109,6 +110,7 @@ class Sizer {
   Sized sized_;
   std::vector<RankBound> bounds_;  // of the candidates at the request's placement
   std::map<std::pair<const WeightBytes*, bool>, DecodeBound> decode_bounds_;  // by weights and placement_open
+  std::map<const WeightBytes*, std::optional<Bytes>> shortfall_bounds_;          // by weights
   std::vector<Candidate> placed_;  // kvplan's placements: reserved once, the options point at them
 };
 
