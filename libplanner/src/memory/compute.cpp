@@ -161,7 +161,8 @@ ComputeBytes compute_bytes(const std::vector<LayerCache>& layers, const ModelSpe
   // blocks settle only after more layers than a cut keeps; tests/unit/memory_test.cpp counts them).
   // Every proven cut gives the whole graph's figures, so the order only decides the cost: a caller's hint (the cut
   // that last held for this model: hybrids hold only at twice the period) is tried first.
-  if (const auto target = graph_target(backend, holds_output, in_ram)) {
+  if (auto target = graph_target(backend, holds_output, in_ram)) {
+    target->layers = &layers;
     const bool twice_first = cut_hint && *cut_hint == 2;
     for (const int cut : {twice_first ? 2 : 1, twice_first ? 1 : 2, 0}) {
       auto graph = reuse ? reuse->graph(m, engine, s, type_k, type_v, flash_attn, *target, cut)

@@ -111,7 +111,7 @@ class Builder {
     caches_[1].head_k = m.head_dim_k_swa > 0 ? m.head_dim_k_swa : m.head_dim_k;
     caches_[1].head_v = m.head_dim_v_swa > 0 ? m.head_dim_v_swa : m.head_dim_v;
     swa_ = s.swa_cells > 0;
-    traits_ = layer_traits(layer_caches(m, engine));
+    traits_ = target.layers ? layer_traits(*target.layers) : layer_traits(layer_caches(m, engine));
   }
 
   std::optional<Graph> build() {

@@ -40,6 +40,8 @@ struct GraphTarget {
   HostResident host;
   bool fa_f16_scratch = false;  // the FA node allocates f16 copies of non-f16 K/V (CUDA, ROCm)
   bool holds_output = true;     // the device runs the output layer (the logits block)
+  // The model's layer caches (layer_caches with this engine) where the caller has them; else the builder works them out.
+  const std::vector<LayerCache>* layers = nullptr;
 };
 
 // Where a graph built with host matrices holds their copies (op offload): each copy's tensor with the index of its

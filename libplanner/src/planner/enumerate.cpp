@@ -105,7 +105,7 @@ CacheChoices cache_choices(const Setup& s) {
   c.fas = r.flash_attn == "auto" ? std::vector<bool>{true, false} : std::vector<bool>{r.flash_attn == "on"};
   if (s.own_memory) c.fas = {true};  // the engine's own attention kernels; nothing to choose
   bool any_v = false;
-  for (const auto& lc : layer_caches(*s.model, *s.engine)) {
+  for (const auto& lc : s.layers_of(*s.model)) {
     c.any_attention |= lc.kind == LayerKind::full || lc.kind == LayerKind::sliding;
     any_v |= lc.v_width > 0;
   }

@@ -208,9 +208,13 @@ std::vector<int> Sizer::size_candidates(const std::vector<Candidate>& cs) {
     return reached[i] > 0 ? &r.option : nullptr;
   };
   std::vector<size_t> ids;
-  for (size_t i = 0; i < cs.size(); ++i)
-    if (sized_later(s_, cs[i])) results[i].state = Result::State::deferred;  // reached[i] stays 0
+  std::map<const WeightBytes*, bool> later;  // it reads the main weights only: once per format (cs holds them)
+  for (size_t i = 0; i < cs.size(); ++i) {
+    auto it = later.find(cs[i].weight_bytes.get());
+    if (it == later.end()) it = later.emplace(cs[i].weight_bytes.get(), sized_later(s_, cs[i])).first;
+    if (it->second) results[i].state = Result::State::deferred;  // reached[i] stays 0
     else ids.push_back(i);
+  }
   std::vector<size_t> left;
   if (!prune_) {
     for (size_t i : ids) size_one(i);
