@@ -1,6 +1,9 @@
 // kvplan's own placement when the model does not fit the GPU (docs/ranking.md §4): MoE experts in RAM first
 // (--n-cpu-moe N, what llama-server's fit reaches for), layers otherwise (-ngl N); Ollama only layers (num_gpu).
+#include <algorithm>
 #include <optional>
+
+#include "kvplan/checked.hpp"
 
 #include "planner/setup.hpp"
 
@@ -35,21 +38,28 @@ bool places_experts(const Setup& s) { return s.model->moe && !(s.runtime && s.ru
 
 std::optional<Bytes> offloaded_shortfall_bound(const Setup& s, const Candidate& c) {
   const ModelSpec& m = *s.model;
-  // one GPU and host RAM, both bounded; weights whose two figures add up alike at every placement (a tied output
-  // matrix is allocated or not by where it lands)
-  if (s.own_memory || s.gpu_pools.size() > 1 || s.pools.size() != 2 || s.device_pool == s.host_pool || m.tied_embeddings ||
+  // one GPU and host RAM, both bounded
+  if (s.own_memory || s.gpu_pools.size() > 1 || s.pools.size() != 2 || s.device_pool == s.host_pool ||
       !s.placement.overrides.empty() || !s.placement.split_points.empty())
     return std::nullopt;
   const Pool &device = s.pools[s.pool_index(s.device_pool)], &host = s.pools[s.pool_index(s.host_pool)];
   if (!device.bounded() || !host.bounded()) return std::nullopt;
-  // Where the GPU fits, its weights take at most its budget and RAM holds the rest (each figure's upper bound is
-  // rounded on its own: a few bytes of slack).
+  // The weights' two figures add up alike at every placement, each upper bound rounded on its own (a few bytes of
+  // slack), but for a tied output matrix, allocated or not by where it lands: at most vocab x embd f32 values and a
+  // MiB of padding.
   constexpr Bytes kRounding = 16;
-  const Bytes weights = checked_add(c.weight_bytes->device.high, c.weight_bytes->host.high, "weights") - kRounding;
+  const double error = 1 + std::max(s.engine->weights_rel_error, s.engine->weights_rel_error_fallback);
+  const Bytes tied_copy = m.tied_embeddings ? checked_bytes((4.0 * m.vocab * m.embd + (1 << 20)) * error, "tied output") : 0;
+  const Bytes weights = checked_add(c.weight_bytes->device.high, c.weight_bytes->host.high, "weights") - kRounding - tied_copy;
+  Placer placer(s, c);
+  // Where the weights alone overflow the GPU with the least of them there (every layer's experts in RAM, or -ngl 0),
+  // no placement fits it: the search returns that one (experts) or none (layers).
+  const Candidate& least = places_experts(s) ? placer.at(true, m.layers) : placer.at(false, 0);
+  if (least.weight_bytes->device.high > device.budget()) return -weights_alone_headroom(s, least);
+  // Where the GPU fits, its weights take at most its budget and RAM holds the rest.
   Bytes bound = weights - device.budget() - host.budget();
   // The placements offloaded returns without asking that the GPU fit there: all experts in RAM (the GPU holds no
   // fewer), one layer's experts (where none in RAM fit), every layer on the GPU but the output (where all fit).
-  Placer placer(s, c);
   const std::vector<std::pair<bool, int>> unchecked =
       places_experts(s) ? std::vector<std::pair<bool, int>>{{true, m.layers}, {true, 1}} : std::vector<std::pair<bool, int>>{{false, m.layers}};
   for (const auto& [experts, n] : unchecked) bound = std::min(bound, -weights_alone_headroom(s, placer.at(experts, n)));
