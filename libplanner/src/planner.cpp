@@ -282,7 +282,6 @@ Plan detail::plan_sharing(const Catalog& catalog, const Request& request, const 
   if (!s.backend->verified && !s.own_memory)
     out.warnings.push_back(fmt::format("{} kernel rules are not verified against llama.cpp source; treat feasibility as a guess", s.backend->name));
 
-  const std::vector<Candidate> candidates = enumerate(s);
   out.mode = mode_of(s.request);
   out.target_ctx = s.target_ctx;
   // Targets and model limits are per conversation; -c counts every slot when the KV is not unified.
@@ -290,6 +289,7 @@ Plan detail::plan_sharing(const Catalog& catalog, const Request& request, const 
   // In 64 bits, then capped at 2^30 tokens in all (llama.cpp's n_ctx is 32-bit; 256 slots x 10M tokens overflowed).
   const int cap = static_cast<int>(std::min<long long>(1LL << 30, static_cast<long long>(slots) * (out.mode == "max_context" ? s.ctx_allowed : s.target_ctx)));
   Sizer sizer(s, out.mode, cap, recommendation_only ? 1 : static_cast<size_t>(s.request.top));
+  std::vector<Candidate> candidates = enumerate(s, /*with_weights=*/!sizer.prunes());  // the sizer sizes the weights it needs
   const std::vector<int> reached = sizer.size_candidates(candidates);
   // The model does not fit the GPU for the task (nothing mild or better at its minimum): the same candidates with
   // layers or experts in RAM, which the objective weighs against the squeezed ones by their speed.

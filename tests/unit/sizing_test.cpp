@@ -68,6 +68,15 @@ TEST_CASE("rank bounds: no option a candidate sizes to is above its bound") {
       const bool open = ordinal >= n;  // kvplan's placement: bounded before the search
       const detail::Candidate& c = u->candidates[open ? ordinal - n : ordinal];
       const detail::RankBound b = detail::rank_bound(s, c, s.min_ctx, detail::decode_bound(s, c, open));
+      // before its weights are sized (enumerate without them): any bits per weight and speed
+      detail::Candidate weightless = c;
+      weightless.weight_bytes.reset();
+      const detail::RankBound w = detail::rank_bound(s, weightless, s.min_ctx, detail::DecodeBound{HUGE_VAL, 1, false});
+      CHECK(detail::rank_tier(s, o.quality.risk, o.below_task_min, o.cache_type_k) >= w.tier);
+      CHECK(o.score <= w.score);
+      CHECK(static_cast<int>(o.quality.risk) >= w.risk);
+      CHECK(detail::cautious_loss(o) >= w.loss * (1 - 1e-12));
+      CHECK(w.score >= b.score - 1e-12 * std::abs(b.score));  // never tighter than the bound with the weights
       CAPTURE(r.model, r.gpu, r.task, o.weights, o.cache_type_k, o.cache_type_v, o.ctx_per_slot, open, o.n_gpu_layers.value_or(-1),
               o.n_cpu_moe.value_or(-1), o.score, b.score, o.decode_tps, b.decode_tps, o.decode_relative, b.decode_relative);
       // (the bound's speed is summed in another order than the option's: a rounding step is allowed)

@@ -39,9 +39,10 @@ bool bounds_apply(const Setup& s) {
 }
 
 RankBound rank_bound(const Setup& s, const Candidate& c, int ctx_per_slot, const DecodeBound& speed) {
-  const WeightBytes& w = *c.weight_bytes;
-  // the most bits per weight any placement of these weights has (weights_bpw less nothing for tied embeddings)
-  const double bpw = static_cast<double>(w.device.unpadded + w.host.unpadded) * 8 / static_cast<double>(s.model->params);
+  // the most bits per weight any placement of these weights has (weights_bpw less nothing for tied embeddings);
+  // weights not sized yet: any number of bits (the weights factor at its least)
+  const WeightBytes* w = c.weight_bytes.get();
+  const double bpw = w ? static_cast<double>(w->device.unpadded + w->host.unpadded) * 8 / static_cast<double>(s.model->params) : HUGE_VAL;
   const Quality least = quality_at(s, c, ctx_per_slot, bpw);
   const double floor = s.task->decode_floor_tps;
   // the speed term at its highest: the known rate's, or where the rate may be unknown, the larger of it and the

@@ -203,7 +203,7 @@ bool weights_exceed_room(const Catalog& c, const ModelSpec& m, Bytes room) {
   return room > 0 && least_weight_bytes(c, m) > static_cast<double>(room);
 }
 
-std::vector<Candidate> enumerate(const Setup& s) {
+std::vector<Candidate> enumerate(const Setup& s, bool with_weights) {
   const std::vector<const WeightFormat*> formats = candidate_formats(s);
   const CacheChoices choices = cache_choices(s);
   // Whether the engine runs a (K, V, flash attention) setting does not depend on the weights: checked once, and
@@ -227,7 +227,7 @@ std::vector<Candidate> enumerate(const Setup& s) {
   candidates.reserve(formats.size() * settings.size());
   std::vector<engines::PairCheck> refusals;
   for (const auto* f : formats) {
-    const auto wb = candidate_weight_bytes(s, *f, s.placement);
+    const auto wb = with_weights ? candidate_weight_bytes(s, *f, s.placement) : nullptr;
     for (const auto& [k, v, fa, check, type_k, type_v] : settings) {
       if (!check.ok && !(check.slow && s.request.allow_slow)) {
         if (f == formats.front()) refusals.push_back(check);

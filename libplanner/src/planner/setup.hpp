@@ -311,7 +311,9 @@ bool has_checkpoint(const Setup& s, const WeightFormat& f);
 engines::PairCheck check_runtime_pair(const Setup& s, const std::string& k, const std::string& v);
 
 // ---- enumerate.cpp: the (weights, K, V, flash attention) combinations the engine accepts ----
-std::vector<Candidate> enumerate(const Setup& s);
+// with_weights: each candidate's weight figures at the request's placement (else left empty, for the sizer to fill
+// as it needs them: the ranking leaves most formats unsized in rank mode).
+std::vector<Candidate> enumerate(const Setup& s, bool with_weights = true);
 // The candidates' indices grouped by (K, V, flash attention), each group in the candidates' order (enumerate lists
 // them format by format): the order in which plan() places them, so that a setting's formats, whose partial-offload
 // graphs differ only in the host copies' sizes, follow one another (GraphReuse).

@@ -130,6 +130,8 @@ Option Sizer::size_option(const Candidate& c, int& ctx_found, bool& at_cap) {
 }
 
 RankBound Sizer::bound(const Candidate& c, bool placement_open) {
+  // weights not sized yet: any bits per weight, any speed
+  if (!c.weight_bytes) return rank_bound(s_, c, s_.min_ctx, DecodeBound{HUGE_VAL, 1, false});
   // the decode bound reads the candidate's weights only: one per format and placement
   auto key = std::make_pair(c.weight_bytes.get(), placement_open);
   auto it = decode_bounds_.find(key);
@@ -153,14 +155,15 @@ struct Sizer::Result {
   bool at_cap = false;
 };
 
-// Sizes the candidates `ids` (size_one(id): the option when it fits, else nullptr) best bound first, and leaves
+// Sizes the candidates `ids` (size_one(id): the option when it fits, else nullptr; refine(id): its bound tightened,
+// true when it was) best bound first, and leaves
 // unsized each whose bound cannot be shown against the options ranked first so far, these and the sizer's earlier
 // options together (cannot_show); every one left is checked again against the final ranking, and sized if it could
 // now be shown, until none is. needs_good_at_min: while no option at the task minimum rates mild or better (kvplan's
 // placements would follow), only one whose risk bound is worse than mild is left. Returns the ids left.
-template <class SizeOne>
-std::vector<size_t> Sizer::best_first(const std::vector<size_t>& ids, const std::vector<RankBound>& bounds, bool needs_good_at_min,
-                                      SizeOne&& size_one) {
+template <class SizeOne, class Refine>
+std::vector<size_t> Sizer::best_first(const std::vector<size_t>& ids, std::vector<RankBound>& bounds, bool needs_good_at_min,
+                                      SizeOne&& size_one, Refine&& refine) {
   std::vector<size_t> order = ids;
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
     if (bounds[a].tier != bounds[b].tier) return bounds[a].tier < bounds[b].tier;
@@ -176,10 +179,12 @@ std::vector<size_t> Sizer::best_first(const std::vector<size_t>& ids, const std:
     good = good || (!o->below_task_min && o->quality.risk <= Risk::mild);
     if (changes_shown(s_, *o, shown, shown_)) shown = first_ranked(s_, fitting, shown_);
   };
-  // (an option that could be the one at the minimum rating mild or better is sized while there is none)
-  auto can_leave = [&](size_t id) {
+  // (an option that could be the one at the minimum rating mild or better is sized while there is none; a bound
+  // without the weights' figures is tightened with them before the candidate is sized)
+  auto leaves = [&](size_t id) {
     return (good || bounds[id].risk > static_cast<int>(Risk::mild)) && shown.options.size() >= shown_ && cannot_show(bounds[id], shown);
   };
+  auto can_leave = [&](size_t id) { return leaves(id) || (refine(id) && leaves(id)); };
   std::vector<size_t> left;
   for (size_t id : order)
     if (can_leave(id)) left.push_back(id);
@@ -195,11 +200,27 @@ std::vector<size_t> Sizer::best_first(const std::vector<size_t>& ids, const std:
   return left;
 }
 
-std::vector<int> Sizer::size_candidates(const std::vector<Candidate>& cs) {
+const Candidate& Sizer::weighed(Candidate& c) {
+  if (!c.weight_bytes) c.weight_bytes = candidate_weight_bytes(s_, *c.weights, c.placement);
+  return c;
+}
+
+std::vector<int> Sizer::size_candidates(std::vector<Candidate>& cs) {
+  candidates_ = &cs;
   std::vector<int> reached(cs.size());
   std::vector<Result> results(cs.size());
+  std::map<const WeightBytes*, bool> later;  // it reads the main weights only: once per format (cs holds them)
+  auto sized_later_once = [&](size_t i) {
+    auto it = later.find(weighed(cs[i]).weight_bytes.get());
+    if (it == later.end()) it = later.emplace(cs[i].weight_bytes.get(), sized_later(s_, cs[i])).first;
+    return it->second;
+  };
   auto size_one = [&](size_t i) -> const Option* {
     Result& r = results[i];
+    if (sized_later_once(i)) {
+      r.state = Result::State::deferred;  // reached[i] stays 0
+      return nullptr;
+    }
     r.state = Result::State::sized;
     r.candidate = &cs[i];
     r.option = size_option(cs[i], reached[i], r.at_cap);
@@ -207,21 +228,18 @@ std::vector<int> Sizer::size_candidates(const std::vector<Candidate>& cs) {
     r.ctx = reached[i];
     return reached[i] > 0 ? &r.option : nullptr;
   };
-  std::vector<size_t> ids;
-  std::map<const WeightBytes*, bool> later;  // it reads the main weights only: once per format (cs holds them)
-  for (size_t i = 0; i < cs.size(); ++i) {
-    auto it = later.find(cs[i].weight_bytes.get());
-    if (it == later.end()) it = later.emplace(cs[i].weight_bytes.get(), sized_later(s_, cs[i])).first;
-    if (it->second) results[i].state = Result::State::deferred;  // reached[i] stays 0
-    else ids.push_back(i);
-  }
-  std::vector<size_t> left;
+  std::vector<size_t> ids(cs.size()), left;
+  for (size_t i = 0; i < cs.size(); ++i) ids[i] = i;
   if (!prune_) {
     for (size_t i : ids) size_one(i);
   } else {
     bounds_.assign(cs.size(), RankBound{});
     for (size_t i : ids) bounds_[i] = bound(cs[i], false);
-    left = best_first(ids, bounds_, s_.auto_placement, size_one);
+    left = best_first(ids, bounds_, s_.auto_placement, size_one, [&](size_t i) {
+      if (cs[i].weight_bytes) return false;
+      bounds_[i] = bound(weighed(cs[i]), false);
+      return true;
+    });
   }
   sized_.reserve(cs.size());
   for (size_t i = 0; i < cs.size(); ++i)
@@ -232,7 +250,7 @@ std::vector<int> Sizer::size_candidates(const std::vector<Candidate>& cs) {
   const bool placements_follow = s_.auto_placement && !sized_.good_at_min();
   for (size_t i : left) {
     sized_.unsized.push_back({&cs[i], false, i, bounds_[i]});
-    if (placements_follow) reached[i] = reaches_cap(s_, cs[i], cap_);
+    if (placements_follow) reached[i] = reaches_cap(s_, weighed(cs[i]), cap_);
   }
   return reached;
 }
@@ -257,6 +275,7 @@ void Sizer::size_placed(const std::vector<Candidate>& cs, const std::vector<int>
   std::vector<size_t> ids;
   for (size_t i : settings_major(cs)) {
     if (reached[i] >= at) continue;
+    weighed((*candidates_)[i]);  // the placements read the weights at the request's placement
     // a placement whose weights alone would overflow a pool is searched only if nothing fits (size_closest_deferred)
     if (const auto bound = shortfall_bound(cs[i]); bound && *bound > 0) {
       results[i].state = Result::State::placement_deferred;
@@ -273,10 +292,13 @@ void Sizer::size_placed(const std::vector<Candidate>& cs, const std::vector<int>
     for (size_t i : ids) size_placement(i);
   } else {
     for (size_t i : ids) bounds_placed[i] = bound(cs[i], true);
-    left = best_first(ids, bounds_placed, false, [&](size_t i) {
-      place(i);
-      return size_placement(i);
-    });
+    left = best_first(
+        ids, bounds_placed, false,
+        [&](size_t i) {
+          place(i);
+          return size_placement(i);
+        },
+        [](size_t) { return false; });
   }
   sized_.reserve(sized_.options.size() + cs.size());
   std::sort(left.begin(), left.end());
@@ -307,7 +329,8 @@ void Sizer::size_unsized(const std::function<bool(const Sized::Unsized&)>& wante
   for (const Sized::Unsized& u : sized_.unsized) (wanted(u) ? now : still).push_back(u);
   sized_.unsized = std::move(still);
   for (const Sized::Unsized& u : now) {
-    const Candidate* c = u.candidate;
+    const size_t n = candidates_->size();
+    const Candidate* c = &weighed((*candidates_)[u.placement_open ? u.ordinal - n : u.ordinal]);
     if (u.placement_open) {
       auto placed = offloaded(s_, *c, at_);
       if (!placed) continue;

@@ -79,7 +79,11 @@ class Sizer {
   Sizer(const Setup& s, const std::string& mode, int cap, size_t shown);
   // The candidates at the request's placement; the context each reaches (for one left unsized, the cap where it
   // fits there, else 0: all size_placed reads).
-  std::vector<int> size_candidates(const std::vector<Candidate>& cs);
+  // Each candidate's weights are sized when it is (enumerate without weights leaves them to the sizer). The sizer
+  // keeps cs: the options and size_placed point into it.
+  std::vector<int> size_candidates(std::vector<Candidate>& cs);
+  // Whether the sizer leaves candidates unsized (rank mode, bounds_apply): enumerate may leave the weights to it.
+  bool prunes() const { return prune_; }
   // The model does not fit the GPU for the task: the candidates that do not reach `at`, with layers or experts in
   // RAM (kvplan's placement).
   void size_placed(const std::vector<Candidate>& cs, const std::vector<int>& reached, int at);
@@ -97,9 +101,11 @@ class Sizer {
   Option size_option(const Candidate& c, int& ctx_found, bool& at_cap);
   // Every candidate left unsized checked against the final ranking, and sized if it could now be shown.
   void settle();
-  template <class SizeOne>
-  std::vector<size_t> best_first(const std::vector<size_t>& ids, const std::vector<RankBound>& bounds, bool needs_good_at_min,
-                                 SizeOne&& size_one);
+  template <class SizeOne, class Refine>
+  std::vector<size_t> best_first(const std::vector<size_t>& ids, std::vector<RankBound>& bounds, bool needs_good_at_min,
+                                 SizeOne&& size_one, Refine&& refine);
+  // The candidate with its weights' figures at its placement (sized now if enumerate left them).
+  const Candidate& weighed(Candidate& c);
   const Setup& s_;
   const std::string& mode_;
   int cap_;
@@ -111,6 +117,7 @@ class Sizer {
   std::vector<RankBound> bounds_;  // of the candidates at the request's placement
   std::map<std::pair<const WeightBytes*, bool>, DecodeBound> decode_bounds_;  // by weights and placement_open
   std::map<const WeightBytes*, std::optional<Bytes>> shortfall_bounds_;          // by weights
+  std::vector<Candidate>* candidates_ = nullptr;  // size_candidates's
   std::vector<Candidate> placed_;  // kvplan's placements: reserved once, the options point at them
 };
 
