@@ -460,6 +460,25 @@ int linear_guess(int lo, Bytes headroom_lo, int hi, Bytes headroom_hi) {
 
 Bytes devices_headroom(const Setup& s, const Candidate& c, int ctx) { return headroom_at(s, c, ctx, true); }
 
+double context_bound(const Setup& s, const Candidate& c, int cap) {
+  const Placement& p = c.placement;
+  if (s.own_memory || s.gpu_pools.size() > 1 || p.first_gpu_layer > 0 || p.cpu_moe_layers > 0 || !p.output_on_gpu ||
+      !p.overrides.empty() || !p.split_points.empty() || !c.type_k || !c.type_v || s.device_pool == s.host_pool)
+    return HUGE_VAL;
+  const Pool& device = s.pools[s.pool_index(s.device_pool)];
+  if (!device.bounded()) return HUGE_VAL;
+  // The cache's growing parts at the cap: per token at least their share there at any shorter context (full layers
+  // grow with the context, sliding ones less, padding only adds).
+  const ContextShape at_cap = main_shape(s, c, cap);
+  const KvCacheBytes kv = s.kv(*s.model, at_cap, *c.type_k, *c.type_v, c.flash_attn, *s.backend);
+  const double growing = static_cast<double>(kv.k.bytes) + static_cast<double>(kv.v.bytes) + static_cast<double>(kv.swa_k.bytes) +
+                         static_cast<double>(kv.swa_v.bytes);
+  const double room = static_cast<double>(device.budget()) - static_cast<double>(c.weight_bytes->device.high);
+  if (growing <= 0 || room >= growing) return HUGE_VAL;
+  const double tokens = s.request.kv_unified ? at_cap.n_ctx : at_cap.n_ctx_seq;  // per slot at the cap (option_header's)
+  return std::max(0.0, room) / growing * tokens;
+}
+
 int reaches_cap(const Setup& s, const Candidate& c, int cap) {
   const int step = s.engine->ctx_pad * (s.request.kv_unified ? 1 : s.request.n_parallel);
   const int top = cap / step * step;  // largest_fitting_ctx's and largest_round_ctx's first probe

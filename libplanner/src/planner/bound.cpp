@@ -38,21 +38,25 @@ bool bounds_apply(const Setup& s) {
          p.w_mid <= p.w_low && p.weight_bpw_high >= p.weight_bpw_mid && task_factor_grows(*s.task);
 }
 
-RankBound rank_bound(const Setup& s, const Candidate& c, int ctx_per_slot, const DecodeBound& speed) {
+RankBound rank_bound(const Setup& s, const Candidate& c, int ctx_per_slot, const DecodeBound& speed, double most_ctx) {
   // the most bits per weight any placement of these weights has (weights_bpw less nothing for tied embeddings);
   // weights not sized yet: any number of bits (the weights factor at its least)
   const WeightBytes* w = c.weight_bytes.get();
   const double bpw = w ? static_cast<double>(w->device.unpadded + w->host.unpadded) * 8 / static_cast<double>(s.model->params) : HUGE_VAL;
-  const Quality least = quality_at(s, c, ctx_per_slot, bpw);
+  Setup::ScoreCell& cell = score_cell(s, c);
+  const Quality least = quality_in(s, c, cell, ctx_per_slot, bpw);
   const double floor = s.task->decode_floor_tps;
   // the speed term at its highest: the known rate's, or where the rate may be unknown, the larger of it and the
   // relative speed's (objective: the first applies when the rate and the floor are known)
   const double known_rate = floor > 0 && speed.tps > 0 ? speed_term(s, speed.tps, 1) : -HUGE_VAL;
-  const double fastest = speed.tps_certain && floor > 0 ? known_rate : std::max(known_rate, speed_term(s, 0, speed.relative));
+  const double unknown_rate = speed_term(s, 0, speed.relative);
+  const double fastest = speed.tps_unknown ? unknown_rate : speed.tps_certain && floor > 0 ? known_rate : std::max(known_rate, unknown_rate);
+  // an option's context is a whole number of tokens, at most the bound's
+  const int most = most_ctx < s.target_ctx ? static_cast<int>(std::floor(std::max(0.0, most_ctx))) : s.target_ctx;
   RankBound b;
-  b.tier = rank_tier(s, least.risk, false, c.k);
-  // the context term at most 0 (the target reached), no time-to-first-token cost
-  b.score = -std::log1p(cautious_loss(least)) + fastest;
+  b.tier = rank_tier_bits(s, least.risk, most < s.min_ctx, cell.k->k_bits);  // cell.k: k_bits's type
+  // the context term at its most (0 where the target may be reached), no time-to-first-token cost
+  b.score = context_term(most, s.target_ctx) - std::log1p(cautious_loss(least)) + fastest;
   b.risk = static_cast<int>(least.risk);
   b.loss = cautious_loss(least);
   b.decode_tps = speed.tps;

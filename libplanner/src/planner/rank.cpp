@@ -106,11 +106,14 @@ bool ranks_by_max_context(const Setup& s) {
   return s.request.max_ctx || (s.request.cache_type_k && s.request.cache_type_v && !s.request.ctx_size);
 }
 
-Tier rank_tier(const Setup& s, Risk risk, bool below_task_min, const std::string& k) {
+Tier rank_tier_bits(const Setup& s, Risk risk, bool below_task_min, double k_bits) {
   // 4-bit keys only after every 8-bit-K option that reaches the task minimum (unless K was pinned)
   const bool k_free = !s.request.cache_type_k;
-  return {risk == Risk::avoid, ranks_by_max_context(s) && risk > Risk::mild, below_task_min,
-          k_free && k_bits(s, k) <= s.catalog->prior.low_bits};
+  return {risk == Risk::avoid, ranks_by_max_context(s) && risk > Risk::mild, below_task_min, k_free && k_bits <= s.catalog->prior.low_bits};
+}
+
+Tier rank_tier(const Setup& s, Risk risk, bool below_task_min, const std::string& k) {
+  return rank_tier_bits(s, risk, below_task_min, k_bits(s, k));
 }
 
 // Tiers, then the objective, then headroom (a safety term), then a stable tie-break.

@@ -56,9 +56,10 @@ priors::QualityInput quality_input(const Setup& s, const Candidate& c, int ctx_p
   return in;
 }
 
-// The prior's view of the candidate's cache types, worked out once per plan (the cell's evidence bounds read the
-// types and the model only: the context and bits the first asker passes do not matter).
-Setup::ScoreCell& score_cell(const Setup& s, const Candidate& c, int ctx_per_slot, double bpw) {
+}  // namespace
+
+// The cell's evidence bounds read the types and the model only: the context and bits passed with them do not matter.
+Setup::ScoreCell& score_cell(const Setup& s, const Candidate& c) {
   auto it = s.score_cells.find(Setup::NamePair(c.k, c.v));
   if (it != s.score_cells.end()) return it->second;
   Setup::ScoreCell cell;
@@ -69,18 +70,20 @@ Setup::ScoreCell& score_cell(const Setup& s, const Candidate& c, int ctx_per_slo
   cell.v = &s.catalog->prior.type(cell.type_v);
   it = s.score_cells.emplace(std::make_pair(c.k, c.v), std::move(cell)).first;
   // the closest measurement is cited by the printed options only: found when their sentences are written
-  it->second.evidence = priors::cell_evidence(s.catalog->prior, quality_input(s, c, ctx_per_slot, bpw, it->second), /*with_nearest=*/false);
+  it->second.evidence = priors::cell_evidence(s.catalog->prior, quality_input(s, c, 0, 0, it->second), /*with_nearest=*/false);
   return it->second;
 }
-}  // namespace
 
-Quality quality_at(const Setup& s, const Candidate& c, int ctx_per_slot, double bpw, bool with_evidence) {
-  Setup::ScoreCell& cell = score_cell(s, c, ctx_per_slot, bpw);
+Quality quality_in(const Setup& s, const Candidate& c, Setup::ScoreCell& cell, int ctx_per_slot, double bpw, bool with_evidence) {
   priors::QualityInput in = quality_input(s, c, ctx_per_slot, bpw, cell);
   auto loss = cell.kv_loss_at.find(in.ctx);
   if (loss == cell.kv_loss_at.end()) loss = cell.kv_loss_at.emplace(in.ctx, priors::kv_loss(s.catalog->prior, in)).first;
   in.kv_loss = loss->second;
   return priors::assess(s.catalog->prior, in, &cell.evidence, with_evidence);
+}
+
+Quality quality_at(const Setup& s, const Candidate& c, int ctx_per_slot, double bpw, bool with_evidence) {
+  return quality_in(s, c, score_cell(s, c), ctx_per_slot, bpw, with_evidence);
 }
 
 void score(const Setup& s, const Candidate& c, Option& o, bool with_evidence) {

@@ -2,6 +2,7 @@
 // lives in its own file of libplanner/src/planner/ (docs/ranking.md describes the flow).
 #pragma once
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -351,6 +352,10 @@ int largest_fitting_ctx(const Setup& s, const Candidate& c, int cap);
 // The context searches' first probe alone: the largest multiple of the step within the cap where the candidate fits
 // there (what both searches then answer), else 0 (they answer less).
 int reaches_cap(const Setup& s, const Candidate& c, int cap);
+// The most tokens per slot the candidate at the request's placement (every layer on one GPU) could fit: the GPU's
+// budget less its weights, over what the cache takes per token at the cap (HUGE_VAL: no bound known, or the cap fits
+// that room).
+double context_bound(const Setup& s, const Candidate& c, int cap);
 // Its answer as the ranking offers it: below the cap, a multiple of 1024 per slot from 2048 per slot on.
 int largest_round_ctx(const Setup& s, const Candidate& c, int cap);
 // Where the headroom reaches zero between two probes, if memory grew linearly between them.
@@ -397,10 +402,11 @@ SpeedInputs speed_inputs(const Setup& s, const Candidate& c, const Option& o);
 // The fastest decode any fitting option of the candidate's weights could have, on one device and host RAM: what a
 // token reads of its main weights as placed now, or (placement_open) with as much of them on the device as its budget
 // holds (the placement search not run yet). tps: estimate_decode's rate (HUGE_VAL: no known bandwidth reads any of
-// it); relative: its decode_relative; tps_certain: every pool's bandwidth is known, so the option's rate is.
+// it); relative: its decode_relative; tps_certain: every pool's bandwidth is known, so the option's rate is;
+// tps_unknown: a pool without a bandwidth reads some of them, so the option's rate is unknown (0).
 struct DecodeBound {
   double tps = 0, relative = 1;
-  bool tps_certain = false;
+  bool tps_certain = false, tps_unknown = false;
 };
 DecodeBound decode_bound(const Setup& s, const Candidate& c, bool placement_open);
 
@@ -414,6 +420,9 @@ bool uses_rotation(const Setup& s, const std::string& type_k, const std::string&
 void score(const Setup& s, const Candidate& c, Option& o, bool with_evidence = false);
 // The candidate's quality at a context per slot and bits per weight (score: the option's own).
 Quality quality_at(const Setup& s, const Candidate& c, int ctx_per_slot, double bpw, bool with_evidence = false);
+// The same in steps: the prior's view of its cache types (worked out once per plan), then the quality in it.
+Setup::ScoreCell& score_cell(const Setup& s, const Candidate& c);
+Quality quality_in(const Setup& s, const Candidate& c, Setup::ScoreCell& cell, int ctx_per_slot, double bpw, bool with_evidence = false);
 
 // ---- rank.cpp: the one-line reason, the order, dominance ----
 std::string reason_for(const Setup& s, const Option& o);
@@ -426,6 +435,7 @@ double speed_term(const Setup& s, double decode_tps, double decode_relative);
 // below the task minimum; (K not pinned) keys at the prior's low bits.
 using Tier = std::tuple<bool, bool, bool, bool>;
 Tier rank_tier(const Setup& s, Risk risk, bool below_task_min, const std::string& k);
+Tier rank_tier_bits(const Setup& s, Risk risk, bool below_task_min, double k_bits);  // K's bits (k_bits) given
 bool ranks_by_max_context(const Setup& s);
 // The objective's context term: what a context short of `target` costs (0 at or beyond it).
 double context_term(int ctx_per_slot, int target);
@@ -453,14 +463,15 @@ std::vector<size_t> ranked(const Setup& s, const std::vector<const Option*>& fit
 bool bounds_apply(const Setup& s);
 // The best tier, the highest objective and the best standing (risk, cautious loss, speed) any fitting option of the
 // candidate at ctx_per_slot or more could have, its decode at most `speed` (decode_bound: its weights as placed, or
-// before kvplan's placement search).
+// before kvplan's placement search). A tier below the task minimum where most_ctx is below it.
 struct RankBound {
   Tier tier;
   double score = 0;
   int risk = 0;
   double loss = 0, decode_tps = 0, decode_relative = 1;
 };
-RankBound rank_bound(const Setup& s, const Candidate& c, int ctx_per_slot, const DecodeBound& speed);
+// most_ctx: the most tokens per slot it could fit (context_bound).
+RankBound rank_bound(const Setup& s, const Candidate& c, int ctx_per_slot, const DecodeBound& speed, double most_ctx = HUGE_VAL);
 // The ranking's first options as a bound is compared with them: each one's standing, the last one's tier.
 struct ShownOptions {
   ShownOptions() = default;

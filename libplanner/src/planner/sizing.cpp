@@ -99,7 +99,11 @@ double order_key(double score) { return std::isnan(score) ? -HUGE_VAL : score; }
 }  // namespace
 
 Sizer::Sizer(const Setup& s, const std::string& mode, int cap, size_t shown)
-    : s_(s), mode_(mode), cap_(cap), shown_(std::max<size_t>(1, shown)), prune_(mode == "rank" && bounds_apply(s)) {}
+    : s_(s), mode_(mode), cap_(cap), shown_(std::max<size_t>(1, shown)), prune_(mode == "rank" && bounds_apply(s)) {
+  const bool every_layer_on_device = s.device_pool != s.host_pool && s.placement.first_gpu_layer == 0 && s.placement.cpu_moe_layers == 0 &&
+                                     s.placement.overrides.empty() && s.placement.split_points.empty();
+  device_rate_unknown_ = every_layer_on_device && !s.pool_bandwidth.count(s.device_pool);
+}
 
 // One candidate as an option: its context (pinned, or the largest that fits up to the cap), every allocation,
 // its quality and speed: what the ranking needs. ctx_found is 0 when nothing fits even at one step; at_cap says
@@ -130,13 +134,14 @@ Option Sizer::size_option(const Candidate& c, int& ctx_found, bool& at_cap) {
 }
 
 RankBound Sizer::bound(const Candidate& c, bool placement_open) {
-  // weights not sized yet: any bits per weight, any speed
-  if (!c.weight_bytes) return rank_bound(s_, c, s_.min_ctx, DecodeBound{HUGE_VAL, 1, false});
+  // weights not sized yet: any bits per weight, any speed (but none known where the device, which holds every layer
+  // at the request's placement, has no bandwidth)
+  if (!c.weight_bytes) return rank_bound(s_, c, s_.min_ctx, DecodeBound{HUGE_VAL, 1, false, device_rate_unknown_});
   // the decode bound reads the candidate's weights only: one per format and placement
   auto key = std::make_pair(c.weight_bytes.get(), placement_open);
   auto it = decode_bounds_.find(key);
   if (it == decode_bounds_.end()) it = decode_bounds_.emplace(key, decode_bound(s_, c, placement_open)).first;
-  return rank_bound(s_, c, s_.min_ctx, it->second);
+  return rank_bound(s_, c, s_.min_ctx, it->second, placement_open ? HUGE_VAL : context_bound(s_, c, cap_));
 }
 
 std::optional<Bytes> Sizer::shortfall_bound(const Candidate& c) {
@@ -182,7 +187,8 @@ std::vector<size_t> Sizer::best_first(const std::vector<size_t>& ids, std::vecto
   // (an option that could be the one at the minimum rating mild or better is sized while there is none; a bound
   // without the weights' figures is tightened with them before the candidate is sized)
   auto leaves = [&](size_t id) {
-    return (good || bounds[id].risk > static_cast<int>(Risk::mild)) && shown.options.size() >= shown_ && cannot_show(bounds[id], shown);
+    const bool never_good = bounds[id].risk > static_cast<int>(Risk::mild) || std::get<2>(bounds[id].tier);  // or below the minimum
+    return (good || never_good) && shown.options.size() >= shown_ && cannot_show(bounds[id], shown);
   };
   auto can_leave = [&](size_t id) { return leaves(id) || (refine(id) && leaves(id)); };
   std::vector<size_t> left;

@@ -111,6 +111,7 @@ class Sizer {
   int cap_;
   size_t shown_;
   bool prune_;  // rank mode where bounds hold
+  bool device_rate_unknown_ = false;  // every layer on a device of no known bandwidth: no option's decode rate is known
   int at_ = 0;  // the context kvplan's placements are searched at
   ContextSearches searches_;
   Sized sized_;

@@ -147,6 +147,7 @@ DecodeBound decode_bound(const Setup& s, const Candidate& c, bool placement_open
     const double seconds = bandwidth(dev) > 0 ? (on_device + in_ram) / (bandwidth(dev) * 1e9) : 0;
     out.tps = seconds > 0 ? decode_rate(s, seconds, kTypicalEfficiency) : HUGE_VAL;
     out.tps_certain = seconds > 0;
+    out.tps_unknown = !placement_open && bandwidth(dev) <= 0 && on_device + in_ram > 0;
     return out;
   }
   // What the device may hold of what a token reads there (KV included): its budget, where the option fits.
@@ -166,6 +167,8 @@ DecodeBound decode_bound(const Setup& s, const Candidate& c, bool placement_open
   if (bandwidth(dev) > 0) seconds += on_device / (bandwidth(dev) * 1e9);
   if (bandwidth(host) > 0) seconds += in_ram / (bandwidth(host) * 1e9);
   out.tps_certain = on_device + in_ram > 0 && bandwidth(dev) > 0 && bandwidth(host) > 0;
+  // the device reads, at no known rate (with the placement open it may be left with nothing to read)
+  out.tps_unknown = !placement_open && bandwidth(dev) <= 0 && on_device > 0;
   if (placement_open && out.tps_certain && bandwidth(host) > bandwidth(dev))  // RAM the faster: all of it there
     seconds = (on_device + in_ram) / (bandwidth(host) * 1e9);
   out.tps = seconds > 0 ? decode_rate(s, seconds, kTypicalEfficiency) : HUGE_VAL;
