@@ -3,6 +3,7 @@
 // the candidates go best bound first (planner/bound.cpp), and those that could neither be shown nor remove an
 // option shown are left unsized (docs/ranking.md §5, "Sizing best bound first").
 #pragma once
+#include <deque>
 #include <functional>
 #include <map>
 #include <optional>
@@ -96,6 +97,7 @@ class Sizer {
 
  private:
   struct Result;
+  static size_t count_kept(const std::vector<Result>& results);
   RankBound bound(const Candidate& c, bool placement_open);
   std::optional<Bytes> shortfall_bound(const Candidate& c);
   Option size_option(const Candidate& c, int& ctx_found, bool& at_cap);
@@ -119,7 +121,7 @@ class Sizer {
   std::map<std::pair<const WeightBytes*, bool>, DecodeBound> decode_bounds_;  // by weights and placement_open
   std::map<const WeightBytes*, std::optional<Bytes>> shortfall_bounds_;          // by weights
   std::vector<Candidate>* candidates_ = nullptr;  // size_candidates's
-  std::vector<Candidate> placed_;  // kvplan's placements: reserved once, the options point at them
+  std::deque<Candidate> placed_;  // kvplan's placements: the options point at them (a deque keeps them in place)
 };
 
 }  // namespace kvplan::detail
