@@ -45,8 +45,9 @@ std::optional<Bytes> offloaded_shortfall_bound(const Setup& s, const Candidate& 
   const Pool &device = s.pools[s.pool_index(s.device_pool)], &host = s.pools[s.pool_index(s.host_pool)];
   if (!device.bounded() || !host.bounded()) return std::nullopt;
   // The weights' two figures add up alike at every placement, each upper bound rounded on its own (a few bytes of
-  // slack), but for a tied output matrix, allocated or not by where it lands: at most vocab x embd f32 values and a
-  // MiB of padding.
+  // slack), but for a tied output matrix, allocated or not by where it lands: at most vocab x embd f32 values (the
+  // widest weight type) and a MiB for its padding (a backend pads a tensor by a row at most: ggml-cuda's
+  // get_alloc_size adds MATRIX_ROW_PADDING, 512 elements).
   constexpr Bytes kRounding = 16;
   const double error = 1 + std::max(s.engine->weights_rel_error, s.engine->weights_rel_error_fallback);
   const Bytes tied_copy = m.tied_embeddings ? checked_bytes((4.0 * m.vocab * m.embd + (1 << 20)) * error, "tied output") : 0;

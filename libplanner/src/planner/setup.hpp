@@ -399,6 +399,8 @@ Plan plan_sharing(const Catalog& catalog, const Request& request, const std::sha
 void estimate_speed(const Setup& s, const Candidate& c, Option& o);
 void estimate_speed(const Setup& s, const Candidate& c, Option& o, const SpeedInputs& in);
 SpeedInputs speed_inputs(const Setup& s, const Candidate& c, const Option& o);
+// A pool's memory bandwidth in GB/s (0: unknown).
+double bandwidth_of(const Setup& s, const std::string& pool);
 // The fastest decode any fitting option of the candidate's weights could have, on one device and host RAM: what a
 // token reads of its main weights as placed now, or (placement_open) with as much of them on the device as its budget
 // holds (the placement search not run yet). tps: estimate_decode's rate (HUGE_VAL: no known bandwidth reads any of

@@ -103,7 +103,7 @@ Sizer::Sizer(const Setup& s, const std::string& mode, int cap, size_t shown)
     : s_(s), mode_(mode), cap_(cap), shown_(std::max<size_t>(1, shown)), prune_(mode == "rank" && bounds_apply(s)) {
   const bool every_layer_on_device = s.device_pool != s.host_pool && s.placement.first_gpu_layer == 0 && s.placement.cpu_moe_layers == 0 &&
                                      s.placement.overrides.empty() && s.placement.split_points.empty();
-  device_rate_unknown_ = every_layer_on_device && !s.pool_bandwidth.count(s.device_pool);
+  device_rate_unknown_ = every_layer_on_device && bandwidth_of(s, s.device_pool) <= 0;
 }
 
 // One candidate as an option: its context (pinned, or the largest that fits up to the cap), every allocation,
@@ -237,7 +237,6 @@ std::vector<int> Sizer::size_candidates(std::vector<Candidate>& cs) {
       return nullptr;
     }
     r.state = Result::State::sized;
-    r.candidate = &cs[i];
     r.option = std::make_unique<Option>(size_option(cs[i], reached[i], r.at_cap));
     if (!r.option->fits()) reached[i] = 0;
     r.ctx = reached[i];
@@ -270,7 +269,7 @@ std::vector<int> Sizer::size_candidates(std::vector<Candidate>& cs) {
   return reached;
 }
 
-void Sizer::size_placed(const std::vector<Candidate>& cs, const std::vector<int>& reached, int at) {
+void Sizer::size_placed(std::vector<Candidate>& cs, const std::vector<int>& reached, int at) {
   at_ = at;
   std::vector<Result> results(cs.size());
   auto place = [&](size_t i) {  // kvplan's placement of candidate i (nullopt: none fits)
@@ -289,7 +288,7 @@ void Sizer::size_placed(const std::vector<Candidate>& cs, const std::vector<int>
   std::vector<size_t> ids;
   for (size_t i : settings_major(cs)) {
     if (reached[i] >= at) continue;
-    weighed((*candidates_)[i]);  // the placements read the weights at the request's placement
+    weighed(cs[i]);  // the placements read the weights at the request's placement
     // a placement whose weights alone would overflow a pool is searched only if nothing fits (size_closest_deferred)
     if (const auto bound = shortfall_bound(cs[i]); bound && *bound > 0) {
       results[i].state = Result::State::placement_deferred;

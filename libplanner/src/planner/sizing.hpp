@@ -87,7 +87,7 @@ class Sizer {
   bool prunes() const { return prune_; }
   // The model does not fit the GPU for the task: the candidates that do not reach `at`, with layers or experts in
   // RAM (kvplan's placement).
-  void size_placed(const std::vector<Candidate>& cs, const std::vector<int>& reached, int at);
+  void size_placed(std::vector<Candidate>& cs, const std::vector<int>& reached, int at);
   // Nothing fits: the deferred candidates that could be among the closest options shown.
   void size_closest_deferred();
   // The unsized candidates `wanted` picks (asked of each before any is sized), sized now (the explanation compares

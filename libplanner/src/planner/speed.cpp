@@ -13,6 +13,11 @@
 
 namespace kvplan::detail {
 
+double bandwidth_of(const Setup& s, const std::string& pool) {
+  const auto it = s.pool_bandwidth.find(pool);
+  return it == s.pool_bandwidth.end() ? 0.0 : it->second;
+}
+
 namespace {
 
 // The share of the weights a token reads: MoE experts in proportion experts_used / experts.
@@ -29,6 +34,15 @@ int kv_sequences(const Setup& s) {
 }
 
 constexpr double kTypicalEfficiency = 0.75, kLowEfficiency = 0.55;  // of the memory bandwidth (estimate_decode)
+
+// The seconds reading `bytes` takes at a pool's full bandwidth.
+double read_seconds(double bytes, double bandwidth_gbs) { return bytes / (bandwidth_gbs * 1e9); }
+
+// Without a bandwidth the ranking still sees what RAM costs: a GPU reads about 10x faster than host RAM
+// (RTX 4060 272 GB/s, RTX 4090 1008 GB/s against dual-channel DDR5's ~60: 4.5x to 17x).
+double relative_speed(double device_bytes, double host_bytes) {
+  return (device_bytes + host_bytes) / (device_bytes + 10 * host_bytes);
+}
 
 // Tokens per second from the seconds a token's reads take at full bandwidth.
 double decode_rate(const Setup& s, double seconds, double efficiency) {
@@ -57,18 +71,16 @@ void estimate_decode(const Setup& s, const SpeedInputs& in, Option& o) {
                          static_cast<double>(r.kv) / kv_sequences(s);  // one conversation's cache
     if (bytes <= 0) continue;
     (pool.kind == "host" ? host_bytes : device_bytes) += bytes;
-    const double bw = s.pool_bandwidth.count(pool.id) ? s.pool_bandwidth.at(pool.id) : 0;
+    const double bw = bandwidth_of(s, pool.id);
     if (bw <= 0) {  // unknown bandwidth: no estimate
       known = false;
       continue;
     }
-    const double t = bytes / (bw * 1e9);
+    const double t = read_seconds(bytes, bw);
     seconds += t;
     if (t > worst) worst = t, o.decode_bound = pool.id;
   }
-  // Without a bandwidth the ranking still sees what RAM costs: a GPU reads about 10x faster than host RAM
-  // (RTX 4060 272 GB/s, RTX 4090 1008 GB/s against dual-channel DDR5's ~60: 4.5x to 17x).
-  if (device_bytes + host_bytes > 0) o.decode_relative = (device_bytes + host_bytes) / (device_bytes + 10 * host_bytes);
+  if (device_bytes + host_bytes > 0) o.decode_relative = relative_speed(device_bytes, host_bytes);
   if (!known || seconds <= 0) return;
   o.decode_tps = decode_rate(s, seconds, kTypicalEfficiency);
   o.decode_tps_low = decode_rate(s, seconds, kLowEfficiency);
@@ -139,12 +151,9 @@ DecodeBound decode_bound(const Setup& s, const Candidate& c, bool placement_open
   double on_device = static_cast<double>(w.device.bytes) * active;
   double in_ram = s.pools[host].kind == "host" ? static_cast<double>(std::max<Bytes>(0, w.host.bytes - w.lookup_host)) * active : 0;
   DecodeBound out;
-  auto bandwidth = [&](size_t i) {
-    const auto it = s.pool_bandwidth.find(s.pools[i].id);
-    return it == s.pool_bandwidth.end() ? 0.0 : it->second;
-  };
+  auto bandwidth = [&](size_t i) { return bandwidth_of(s, s.pools[i].id); };
   if (dev == host) {  // one pool reads everything: its relative speed is what it is for every option, at most 1
-    const double seconds = bandwidth(dev) > 0 ? (on_device + in_ram) / (bandwidth(dev) * 1e9) : 0;
+    const double seconds = bandwidth(dev) > 0 ? read_seconds(on_device + in_ram, bandwidth(dev)) : 0;
     out.tps = seconds > 0 ? decode_rate(s, seconds, kTypicalEfficiency) : HUGE_VAL;
     out.tps_certain = seconds > 0;
     out.tps_unknown = !placement_open && bandwidth(dev) <= 0 && on_device + in_ram > 0;
@@ -159,18 +168,18 @@ DecodeBound decode_bound(const Setup& s, const Candidate& c, bool placement_open
     in_ram = reads - on_device;
   }
   // estimate_decode's relative speed, the device's bytes at most its room and RAM's at least these
-  if (in_ram > 0 && room < HUGE_VAL) out.relative = (room + in_ram) / (room + 10 * in_ram);
+  if (in_ram > 0 && room < HUGE_VAL) out.relative = relative_speed(room, in_ram);
   // A pool without a bandwidth leaves the speed unknown, or it reads nothing: its seconds are left out either way.
   // (A rate is known only where every pool that reads has a bandwidth: with one unknown, these seconds are the
   // known pool's reads where the rate could be known.)
   double seconds = 0;
-  if (bandwidth(dev) > 0) seconds += on_device / (bandwidth(dev) * 1e9);
-  if (bandwidth(host) > 0) seconds += in_ram / (bandwidth(host) * 1e9);
+  if (bandwidth(dev) > 0) seconds += read_seconds(on_device, bandwidth(dev));
+  if (bandwidth(host) > 0) seconds += read_seconds(in_ram, bandwidth(host));
   out.tps_certain = on_device + in_ram > 0 && bandwidth(dev) > 0 && bandwidth(host) > 0;
   // the device reads, at no known rate (with the placement open it may be left with nothing to read)
   out.tps_unknown = !placement_open && bandwidth(dev) <= 0 && on_device > 0;
   if (placement_open && out.tps_certain && bandwidth(host) > bandwidth(dev))  // RAM the faster: all of it there
-    seconds = (on_device + in_ram) / (bandwidth(host) * 1e9);
+    seconds = read_seconds(on_device + in_ram, bandwidth(host));
   out.tps = seconds > 0 ? decode_rate(s, seconds, kTypicalEfficiency) : HUGE_VAL;
   return out;
 }
