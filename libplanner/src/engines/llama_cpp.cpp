@@ -10,26 +10,26 @@ bool contains(const std::vector<std::string>& v, const std::string& x) { return 
 }  // namespace
 
 PairCheck check_pair(const EngineSpec& engine, const BackendSpec& backend, const ModelSpec& model, const std::string& build,
-                     const std::string& type_k, const std::string& type_v, bool flash_attn) {
+                     const std::string& type_k, const std::string& type_v, bool flash_attn, bool with_reason) {
   PairCheck out;
   const GgmlType& tk = engine.type(type_k, "--cache-type-k");
   const GgmlType& tv = engine.type(type_v, "--cache-type-v");
   // src/llama-context.cpp llama_init_from_model: an MLA cache without V reads V as a view of K, so the
   // model "does not support different K and V cache types" (seen refusing in tests/validation).
   if (model.mla && !model.mla->legacy && engine.rule_holds("mla_v_less") && type_k != type_v) {
-    out.reason = fmt::format("{} does not support different K and V cache types (MLA: V is a view of K)", model.name);
+    if (with_reason) out.reason = fmt::format("{} does not support different K and V cache types (MLA: V is a view of K)", model.name);
     return out;
   }
   // src/llama-context.cpp: "quantized V cache requires flash_attn" (V is stored transposed without FA);
   // the check is on the parameter, so it holds even for models without attention layers.
   if (tv.quantized() && !flash_attn) {
-    out.reason = "quantized V cache (" + type_v + ") requires flash attention";
+    if (with_reason) out.reason = "quantized V cache (" + type_v + ") requires flash attention";
     return out;
   }
   for (const GgmlType* t : {&tk, &tv}) {
     const int dim = t == &tk ? model.head_dim_k : model.head_dim_v;
     if (t->quantized() && dim % t->block != 0) {
-      out.reason = fmt::format("{} needs the head size ({}) to be a multiple of {}", t->name, dim, t->block);
+      if (with_reason) out.reason = fmt::format("{} needs the head size ({}) to be a multiple of {}", t->name, dim, t->block);
       return out;
     }
   }
@@ -40,34 +40,37 @@ PairCheck check_pair(const EngineSpec& engine, const BackendSpec& backend, const
   // (-fa on) or fail at start with a quantized V (-fa auto).
   const bool all_quants = build == "fa-all-quants";
   const auto& types = all_quants ? backend.fa_types_all_quants : backend.fa_types_default;
-  std::string missing;
   const bool same_size_kernel = model.head_dim_k == model.head_dim_v &&
                                 std::find(backend.fa_head_sizes.begin(), backend.fa_head_sizes.end(), model.head_dim_k) !=
                                     backend.fa_head_sizes.end();
   const bool pair_kernel = std::find(backend.fa_head_pairs.begin(), backend.fa_head_pairs.end(),
                                      std::pair<int, int>{model.head_dim_k, model.head_dim_v}) != backend.fa_head_pairs.end();
-  if (!backend.fa_head_sizes.empty() && !same_size_kernel && !pair_kernel) {
-    missing = fmt::format("no {} flash-attention kernel for head size {}", backend.name, model.head_dim_k);
-  } else if (!contains(types, type_k) || !contains(types, type_v)) {
-    const std::string bad = !contains(types, type_k) ? type_k : type_v;
-    missing = fmt::format("no {} flash-attention kernel for {}", backend.name, bad);
-    if (!all_quants && contains(backend.fa_types_all_quants, bad)) out.needs.push_back("GGML_CUDA_FA_ALL_QUANTS build");
-  } else if (type_k != type_v && !(all_quants ? backend.fa_mixed_all_quants : backend.fa_mixed_default)) {
-    missing = backend.fa_mixed_all_quants
-                  ? fmt::format("a default {} build has flash-attention kernels only for same-type K/V pairs", backend.name)
-                  : fmt::format("{} has flash-attention kernels only for same-type K/V pairs", backend.name);
-    if (!all_quants && backend.fa_mixed_all_quants) out.needs.push_back("GGML_CUDA_FA_ALL_QUANTS build");
-  }
-  if (!missing.empty()) {
+  // the kernel that is missing, as words when they are asked for (the ranker checks every pair and reads few reasons)
+  auto missing = [&](auto&& words) {
     out.ok = false;
     out.slow = true;
-    out.reason = missing + "; attention would run on the CPU";
+    if (with_reason) out.reason = words() + "; attention would run on the CPU";
     return out;
+  };
+  if (!backend.fa_head_sizes.empty() && !same_size_kernel && !pair_kernel)
+    return missing([&] { return fmt::format("no {} flash-attention kernel for head size {}", backend.name, model.head_dim_k); });
+  if (!contains(types, type_k) || !contains(types, type_v)) {
+    const std::string& bad = !contains(types, type_k) ? type_k : type_v;
+    if (!all_quants && contains(backend.fa_types_all_quants, bad)) out.needs.push_back("GGML_CUDA_FA_ALL_QUANTS build");
+    return missing([&] { return fmt::format("no {} flash-attention kernel for {}", backend.name, bad); });
+  }
+  if (type_k != type_v && !(all_quants ? backend.fa_mixed_all_quants : backend.fa_mixed_default)) {
+    if (!all_quants && backend.fa_mixed_all_quants) out.needs.push_back("GGML_CUDA_FA_ALL_QUANTS build");
+    return missing([&] {
+      return backend.fa_mixed_all_quants
+                 ? fmt::format("a default {} build has flash-attention kernels only for same-type K/V pairs", backend.name)
+                 : fmt::format("{} has flash-attention kernels only for same-type K/V pairs", backend.name);
+    });
   }
   if (type_k != type_v && backend.fa_mixed_slow) {
     out.ok = false;
     out.slow = true;
-    out.reason = fmt::format("mixed K/V types run on {} but off the fused fast path", backend.name);
+    if (with_reason) out.reason = fmt::format("mixed K/V types run on {} but off the fused fast path", backend.name);
   }
   return out;
 }

@@ -1,6 +1,7 @@
 // enumerate(): the (weights, K, V, flash attention) candidates the engine accepts (docs/ranking.md §1-2); an
 // explicit request the engine will not run is an input error naming what would.
 #include <algorithm>
+#include <stdexcept>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -120,18 +121,21 @@ CacheChoices cache_choices(const Setup& s) {
   return c;
 }
 
-engines::PairCheck check_pair(const Setup& s, const std::string& k, const std::string& v, bool fa) {
-  return s.own_memory ? check_runtime_pair(s, k, v) : engines::check_pair(*s.engine, *s.backend, *s.model, s.request.build, k, v, fa);
+engines::PairCheck check_pair(const Setup& s, const std::string& k, const std::string& v, bool fa, bool with_reason = true) {
+  return s.own_memory ? check_runtime_pair(s, k, v)
+                      : engines::check_pair(*s.engine, *s.backend, *s.model, s.request.build, k, v, fa, with_reason);
 }
 
 // A pair the main model accepts must also run for the draft model, which shares the flash-attention setting.
-engines::PairCheck check_candidate(const Setup& s, const CacheChoices& choices, const std::string& k, const std::string& v, bool fa) {
-  engines::PairCheck check = check_pair(s, k, v, fa);
+engines::PairCheck check_candidate(const Setup& s, const CacheChoices& choices, const std::string& k, const std::string& v, bool fa,
+                                   bool with_reason = true) {
+  engines::PairCheck check = check_pair(s, k, v, fa, with_reason);
   if (!choices.any_attention && !check.ok && check.slow) check = engines::PairCheck{true, false, {}, {}};  // no attention kernel runs
   if (check.ok && s.draft) {
-    engines::PairCheck d = engines::check_pair(*s.engine, *s.backend, *s.draft->model, s.request.build, s.draft->type_k, s.draft->type_v, fa);
+    engines::PairCheck d =
+        engines::check_pair(*s.engine, *s.backend, *s.draft->model, s.request.build, s.draft->type_k, s.draft->type_v, fa, with_reason);
     if (!d.ok) {
-      d.reason = "the draft model: " + d.reason;
+      if (with_reason) d.reason = "the draft model: " + d.reason;
       check = d;
     }
   }
@@ -207,7 +211,8 @@ std::vector<Candidate> enumerate(const Setup& s, bool with_weights) {
   const std::vector<const WeightFormat*> formats = candidate_formats(s);
   const CacheChoices choices = cache_choices(s);
   // Whether the engine runs a (K, V, flash attention) setting does not depend on the weights: checked once, and
-  // llama.cpp's types found once by name (another engine's cache types are not ggml types: nullptr).
+  // llama.cpp's types found once by name (another engine's cache types are not ggml types: nullptr). The reasons'
+  // words are written only for the settings that read them: slow ones planned anyway, and a refusal of them all.
   struct Setting {
     const std::string& k;
     const std::string& v;
@@ -215,6 +220,7 @@ std::vector<Candidate> enumerate(const Setup& s, bool with_weights) {
     engines::PairCheck check;
     const GgmlType* type_k;
     const GgmlType* type_v;
+    Setup::ScoreCell* cell = nullptr;  // the quality prior's cell of a planned setting
   };
   auto ggml = [&](const std::string& id, const char* flag) { return s.own_memory ? nullptr : &s.engine->type(id, flag); };
   std::vector<Setting> settings;
@@ -222,22 +228,27 @@ std::vector<Candidate> enumerate(const Setup& s, bool with_weights) {
     for (const auto& v : choices.vs)
       for (bool fa : choices.fas)
         if (!choices.tied || v == k)
-          settings.push_back(Setting{k, v, fa, check_candidate(s, choices, k, v, fa), ggml(k, "--cache-type-k"), ggml(v, "--cache-type-v")});
+          settings.push_back(Setting{k, v, fa, check_candidate(s, choices, k, v, fa, false), ggml(k, "--cache-type-k"), ggml(v, "--cache-type-v")});
+  auto planned = [&](const Setting& x) { return x.check.ok || (x.check.slow && s.request.allow_slow); };
+  for (Setting& x : settings) {
+    if (!planned(x)) continue;
+    if (!x.check.ok) x.check = check_candidate(s, choices, x.k, x.v, x.fa);  // its reason is shown
+    x.cell = &score_cell(s, x.k, x.v);
+  }
   std::vector<Candidate> candidates;
   candidates.reserve(formats.size() * settings.size());
-  std::vector<engines::PairCheck> refusals;
   for (const auto* f : formats) {
     const auto wb = with_weights ? candidate_weight_bytes(s, *f, s.placement) : nullptr;
-    for (const auto& [k, v, fa, check, type_k, type_v] : settings) {
-      if (!check.ok && !(check.slow && s.request.allow_slow)) {
-        if (f == formats.front()) refusals.push_back(check);
-        continue;
-      }
-      candidates.push_back(
-          Candidate{f, k, v, fa, check.slow, check.needs, check.slow ? check.reason : "", wb, s.placement, false, type_k, type_v});
-    }
+    for (const Setting& x : settings)
+      if (planned(x))
+        candidates.push_back(Candidate{f, x.k, x.v, x.fa, x.check.slow, x.check.needs, x.check.slow ? x.check.reason : "", wb,
+                                       s.placement, false, x.type_k, x.type_v, x.cell});
   }
-  if (candidates.empty()) refuse(s, choices, refusals.front());
+  if (candidates.empty()) {
+    const auto refused = std::find_if_not(settings.begin(), settings.end(), planned);
+    if (refused == settings.end()) throw std::logic_error("enumerate: no weight format to plan");
+    refuse(s, choices, check_candidate(s, choices, refused->k, refused->v, refused->fa));
+  }
   return candidates;
 }
 

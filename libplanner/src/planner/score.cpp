@@ -41,10 +41,10 @@ double weights_bpw(const ModelSpec& m, const WeightBytes& w) {
 }
 
 namespace {
-priors::QualityInput quality_input(const Setup& s, const Candidate& c, int ctx_per_slot, double bpw, const Setup::ScoreCell& cell) {
+priors::QualityInput quality_input(const Setup& s, const WeightFormat* weights, int ctx_per_slot, double bpw, const Setup::ScoreCell& cell) {
   priors::QualityInput in;
   in.model = s.model;
-  in.weights = c.weights;
+  in.weights = weights;
   in.weights_bpw = bpw;
   in.type_k = cell.type_k;
   in.type_v = cell.type_v;
@@ -59,23 +59,25 @@ priors::QualityInput quality_input(const Setup& s, const Candidate& c, int ctx_p
 }  // namespace
 
 // The cell's evidence bounds read the types and the model only: the context and bits passed with them do not matter.
-Setup::ScoreCell& score_cell(const Setup& s, const Candidate& c) {
-  auto it = s.score_cells.find(Setup::NamePair(c.k, c.v));
+Setup::ScoreCell& score_cell(const Setup& s, const std::string& k, const std::string& v) {
+  auto it = s.score_cells.find(Setup::NamePair(k, v));
   if (it != s.score_cells.end()) return it->second;
   Setup::ScoreCell cell;
-  cell.type_k = prior_name(s, c.k, true);
-  cell.type_v = prior_name(s, c.v, false);
-  cell.rotation = uses_rotation(s, c.k, c.v);
+  cell.type_k = prior_name(s, k, true);
+  cell.type_v = prior_name(s, v, false);
+  cell.rotation = uses_rotation(s, k, v);
   cell.k = &s.catalog->prior.type(cell.type_k);
   cell.v = &s.catalog->prior.type(cell.type_v);
-  it = s.score_cells.emplace(std::make_pair(c.k, c.v), std::move(cell)).first;
+  it = s.score_cells.emplace(std::make_pair(k, v), std::move(cell)).first;
   // the closest measurement is cited by the printed options only: found when their sentences are written
-  it->second.evidence = priors::cell_evidence(s.catalog->prior, quality_input(s, c, 0, 0, it->second), /*with_nearest=*/false);
+  it->second.evidence = priors::cell_evidence(s.catalog->prior, quality_input(s, nullptr, 0, 0, it->second), /*with_nearest=*/false);
   return it->second;
 }
 
+Setup::ScoreCell& score_cell(const Setup& s, const Candidate& c) { return c.cell ? *c.cell : score_cell(s, c.k, c.v); }
+
 Quality quality_in(const Setup& s, const Candidate& c, Setup::ScoreCell& cell, int ctx_per_slot, double bpw, bool with_evidence) {
-  priors::QualityInput in = quality_input(s, c, ctx_per_slot, bpw, cell);
+  priors::QualityInput in = quality_input(s, c.weights, ctx_per_slot, bpw, cell);
   auto loss = cell.kv_loss_at.find(in.ctx);
   if (loss == cell.kv_loss_at.end()) loss = cell.kv_loss_at.emplace(in.ctx, priors::kv_loss(s.catalog->prior, in)).first;
   in.kv_loss = loss->second;

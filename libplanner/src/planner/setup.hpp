@@ -298,6 +298,9 @@ struct Candidate {  // one (weights, K, V, flash attention) combination the engi
   // search reads them at every probe.
   const GgmlType* type_k = nullptr;
   const GgmlType* type_v = nullptr;
+  // its (K, V) cell of the quality prior in the plan's Setup, found once per setting (enumerate); nullptr: looked up
+  // by name (the bounds and scores read it for every candidate)
+  Setup::ScoreCell* cell = nullptr;
   const GgmlType& ggml_k(const EngineSpec& e) const { return type_k ? *type_k : e.type(k, "--cache-type-k"); }
   const GgmlType& ggml_v(const EngineSpec& e) const { return type_v ? *type_v : e.type(v, "--cache-type-v"); }
 };
@@ -424,6 +427,7 @@ void score(const Setup& s, const Candidate& c, Option& o, bool with_evidence = f
 Quality quality_at(const Setup& s, const Candidate& c, int ctx_per_slot, double bpw, bool with_evidence = false);
 // The same in steps: the prior's view of its cache types (worked out once per plan), then the quality in it.
 Setup::ScoreCell& score_cell(const Setup& s, const Candidate& c);
+Setup::ScoreCell& score_cell(const Setup& s, const std::string& k, const std::string& v);
 Quality quality_in(const Setup& s, const Candidate& c, Setup::ScoreCell& cell, int ctx_per_slot, double bpw, bool with_evidence = false);
 
 // ---- rank.cpp: the one-line reason, the order, dominance ----
