@@ -11,9 +11,15 @@ bool contains(const std::vector<std::string>& v, const std::string& x) { return 
 
 PairCheck check_pair(const EngineSpec& engine, const BackendSpec& backend, const ModelSpec& model, const std::string& build,
                      const std::string& type_k, const std::string& type_v, bool flash_attn, bool with_reason) {
+  return check_pair(engine, backend, model, build, {type_k, engine.type(type_k, "--cache-type-k")},
+                    {type_v, engine.type(type_v, "--cache-type-v")}, flash_attn, with_reason);
+}
+
+PairCheck check_pair(const EngineSpec& engine, const BackendSpec& backend, const ModelSpec& model, const std::string& build,
+                     const NamedType& k, const NamedType& v, bool flash_attn, bool with_reason) {
   PairCheck out;
-  const GgmlType& tk = engine.type(type_k, "--cache-type-k");
-  const GgmlType& tv = engine.type(type_v, "--cache-type-v");
+  const std::string &type_k = k.name, &type_v = v.name;
+  const GgmlType &tk = k.type, &tv = v.type;
   // src/llama-context.cpp llama_init_from_model: an MLA cache without V reads V as a view of K, so the
   // model "does not support different K and V cache types" (seen refusing in tests/validation).
   if (model.mla && !model.mla->legacy && engine.rule_holds("mla_v_less") && type_k != type_v) {
@@ -50,17 +56,17 @@ PairCheck check_pair(const EngineSpec& engine, const BackendSpec& backend, const
     out.ok = false;
     out.slow = true;
     if (with_reason) out.reason = words() + "; attention would run on the CPU";
-    return out;
+    return std::move(out);
   };
   if (!backend.fa_head_sizes.empty() && !same_size_kernel && !pair_kernel)
     return missing([&] { return fmt::format("no {} flash-attention kernel for head size {}", backend.name, model.head_dim_k); });
   if (!contains(types, type_k) || !contains(types, type_v)) {
     const std::string& bad = !contains(types, type_k) ? type_k : type_v;
-    if (!all_quants && contains(backend.fa_types_all_quants, bad)) out.needs.push_back("GGML_CUDA_FA_ALL_QUANTS build");
+    if (with_reason && !all_quants && contains(backend.fa_types_all_quants, bad)) out.needs.push_back("GGML_CUDA_FA_ALL_QUANTS build");
     return missing([&] { return fmt::format("no {} flash-attention kernel for {}", backend.name, bad); });
   }
   if (type_k != type_v && !(all_quants ? backend.fa_mixed_all_quants : backend.fa_mixed_default)) {
-    if (!all_quants && backend.fa_mixed_all_quants) out.needs.push_back("GGML_CUDA_FA_ALL_QUANTS build");
+    if (with_reason && !all_quants && backend.fa_mixed_all_quants) out.needs.push_back("GGML_CUDA_FA_ALL_QUANTS build");
     return missing([&] {
       return backend.fa_mixed_all_quants
                  ? fmt::format("a default {} build has flash-attention kernels only for same-type K/V pairs", backend.name)

@@ -121,15 +121,18 @@ CacheChoices cache_choices(const Setup& s) {
   return c;
 }
 
-engines::PairCheck check_pair(const Setup& s, const std::string& k, const std::string& v, bool fa, bool with_reason = true) {
-  return s.own_memory ? check_runtime_pair(s, k, v)
-                      : engines::check_pair(*s.engine, *s.backend, *s.model, s.request.build, k, v, fa, with_reason);
+// tk, tv: k's and v's llama.cpp types where the caller found them
+engines::PairCheck check_pair(const Setup& s, const std::string& k, const std::string& v, bool fa, bool with_reason = true,
+                              const GgmlType* tk = nullptr, const GgmlType* tv = nullptr) {
+  if (s.own_memory) return check_runtime_pair(s, k, v);
+  if (!tk || !tv) return engines::check_pair(*s.engine, *s.backend, *s.model, s.request.build, k, v, fa, with_reason);
+  return engines::check_pair(*s.engine, *s.backend, *s.model, s.request.build, {k, *tk}, {v, *tv}, fa, with_reason);
 }
 
 // A pair the main model accepts must also run for the draft model, which shares the flash-attention setting.
 engines::PairCheck check_candidate(const Setup& s, const CacheChoices& choices, const std::string& k, const std::string& v, bool fa,
-                                   bool with_reason = true) {
-  engines::PairCheck check = check_pair(s, k, v, fa, with_reason);
+                                   bool with_reason = true, const GgmlType* tk = nullptr, const GgmlType* tv = nullptr) {
+  engines::PairCheck check = check_pair(s, k, v, fa, with_reason, tk, tv);
   if (!choices.any_attention && !check.ok && check.slow) check = engines::PairCheck{true, false, {}, {}};  // no attention kernel runs
   if (check.ok && s.draft) {
     engines::PairCheck d =
@@ -222,17 +225,24 @@ std::vector<Candidate> enumerate(const Setup& s, bool with_weights) {
     const GgmlType* type_v;
     Setup::ScoreCell* cell = nullptr;  // the quality prior's cell of a planned setting
   };
-  auto ggml = [&](const std::string& id, const char* flag) { return s.own_memory ? nullptr : &s.engine->type(id, flag); };
+  auto ggml = [&](const std::vector<std::string>& ids, const char* flag) {
+    std::vector<const GgmlType*> out;
+    for (const auto& id : ids) out.push_back(s.own_memory ? nullptr : &s.engine->type(id, flag));
+    return out;
+  };
+  const std::vector<const GgmlType*> types_k = ggml(choices.ks, "--cache-type-k"), types_v = ggml(choices.vs, "--cache-type-v");
   std::vector<Setting> settings;
-  for (const auto& k : choices.ks)
-    for (const auto& v : choices.vs)
-      for (bool fa : choices.fas)
+  for (size_t i = 0; i < choices.ks.size(); ++i)
+    for (size_t j = 0; j < choices.vs.size(); ++j)
+      for (bool fa : choices.fas) {
+        const std::string &k = choices.ks[i], &v = choices.vs[j];
         if (!choices.tied || v == k)
-          settings.push_back(Setting{k, v, fa, check_candidate(s, choices, k, v, fa, false), ggml(k, "--cache-type-k"), ggml(v, "--cache-type-v")});
+          settings.push_back(Setting{k, v, fa, check_candidate(s, choices, k, v, fa, false, types_k[i], types_v[j]), types_k[i], types_v[j]});
+      }
   auto planned = [&](const Setting& x) { return x.check.ok || (x.check.slow && s.request.allow_slow); };
   for (Setting& x : settings) {
     if (!planned(x)) continue;
-    if (!x.check.ok) x.check = check_candidate(s, choices, x.k, x.v, x.fa);  // its reason is shown
+    if (!x.check.ok) x.check = check_candidate(s, choices, x.k, x.v, x.fa, true, x.type_k, x.type_v);  // its reason is shown
     x.cell = &score_cell(s, x.k, x.v);
   }
   std::vector<Candidate> candidates;
