@@ -143,11 +143,17 @@ std::vector<const GpuSpec*> matching(const std::vector<GpuSpec>& gpus, Matches m
 }  // namespace
 
 std::vector<const GpuSpec*> Catalog::gpu_matches(const std::string& name) const {
-  const std::string folded = fold(name), key = canonical(name);
+  const std::string folded = fold(name);
   if (folded.empty()) return {};
+  // An id or alias as folded: one card at most (load.cpp check_unique_names), the common case
+  for (const auto& g : gpus)
+    if (folds_to(g.id, folded) || std::any_of(g.aliases.begin(), g.aliases.end(), [&](const std::string& a) { return folds_to(a, folded); }))
+      return {&g};
+  const std::string key = canonical(name);
   // Ids and aliases before display names, so an alias settles a driver name two cards share ("3060").
   for (const bool display : {false, true}) {
-    if (auto exact = matching(gpus, [&](const std::string& n) { return folds_to(n, folded); }, display); !exact.empty()) return exact;
+    if (display)
+      if (auto exact = matching(gpus, [&](const std::string& n) { return folds_to(n, folded); }, display); !exact.empty()) return exact;
     if (auto spelled = matching(gpus, [&](const std::string& n) { return canonical(n) == key; }, display); !spelled.empty()) return spelled;
   }
   // A model without its size ("m2 max", "rtx 4060 ti"): every size of that card. A bare number that names no plain

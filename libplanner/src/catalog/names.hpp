@@ -8,8 +8,10 @@
 
 namespace kvplan::detail {
 
-inline bool kept_in_fold(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '.'; }
-inline char folded_char(char c) { return static_cast<char>(std::tolower(static_cast<unsigned char>(c))); }
+// ASCII only, whatever the locale (Python sets the user's): a name folds the same in every front end, and a lookup
+// compares a key with every name of the catalog without a library call per character.
+inline bool kept_in_fold(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.'; }
+inline char folded_char(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
 
 inline std::string fold(std::string_view s) {
   std::string out;
