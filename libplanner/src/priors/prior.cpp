@@ -219,7 +219,7 @@ Quality assess(const PriorParams& p, const QualityInput& in, const CellEvidence*
   q.task_factor = in.task->factor_at(in.ctx);
   q.kv_loss = in.kv_loss >= 0 ? in.kv_loss : kv_loss(p, in);
   // weight losses are measured on LLaMA-3-8B: scaled by (8/N)^0.5 within [0.4, 4] (unchanged from model version 1)
-  const double sw = std::clamp(std::pow(p.weight_loss_ref_b / n_b, 0.5), 0.4, 4.0);
+  const double sw = std::clamp(std::sqrt(p.weight_loss_ref_b / n_b), 0.4, 4.0);
   q.weights_loss = in.weights->rel_loss * sw;
   const double w = weights_factor(p, in.weights_bpw);
   q.weights_factor = w;
