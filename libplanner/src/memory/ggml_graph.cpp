@@ -15,11 +15,15 @@ std::int64_t Tensor::bytes() const {
 }
 
 // A new tensor at the end of the list, built in place (a 48-layer graph has thousands: a tensor built on the stack
-// and copied in twice cost a tenth of a sweep's graph building), listed as a leaf or a node.
-Tensor& Graph::push(bool leaf) {
+// and copied in twice cost a tenth of a sweep's graph building), listed as a leaf or a node, with its parents.
+Tensor& Graph::push(bool leaf, const Srcs& srcs) {
   const int id = static_cast<int>(tensors_.size());
   (leaf ? leafs_ : nodes_).push_back(id);
-  return tensors_.emplace_back();
+  Tensor& t = tensors_.emplace_back();
+  t.first_src = static_cast<std::uint32_t>(srcs_.size());
+  t.n_srcs = static_cast<std::uint8_t>(srcs.size());
+  srcs_.insert(srcs_.end(), srcs.begin(), srcs.end());
+  return t;
 }
 
 int Graph::last() const { return static_cast<int>(tensors_.size()) - 1; }
@@ -49,8 +53,8 @@ int Graph::node_copy(Type type, std::array<std::int64_t, 4> ne) {
 }
 
 int Graph::op(Type type, std::array<std::int64_t, 4> ne, const Srcs& srcs) {
-  Tensor& t = push(false);
-  t.type = type, t.ne = ne, t.srcs = srcs;
+  Tensor& t = push(false, srcs);
+  t.type = type, t.ne = ne;
   return last();
 }
 
@@ -58,8 +62,8 @@ int Graph::inplace(const Srcs& srcs) { return inplace_as(at(srcs.at(0)).ne, srcs
 
 int Graph::inplace_as(std::array<std::int64_t, 4> ne, const Srcs& srcs) {
   const Type type = at(srcs.at(0)).type;  // read before the list may grow
-  Tensor& t = push(false);
-  t.type = type, t.ne = ne, t.inplace = true, t.srcs = srcs;
+  Tensor& t = push(false, srcs);
+  t.type = type, t.ne = ne, t.inplace = true;
   return last();
 }
 
@@ -67,14 +71,14 @@ int Graph::view(int of, std::array<std::int64_t, 4> ne) {
   // A view of a view shares the first source's memory (ggml_view_impl sets view_src to the root).
   const int root = at(of).view_of >= 0 ? at(of).view_of : of;
   const Type type = at(of).type;
-  Tensor& t = push(false);
-  t.type = type, t.ne = ne, t.view_of = root, t.srcs = {of};
+  Tensor& t = push(false, {of});
+  t.type = type, t.ne = ne, t.view_of = root;
   return last();
 }
 
 int Graph::external(const Srcs& srcs) {
-  Tensor& t = push(false);
-  t.external = true, t.srcs = srcs;
+  Tensor& t = push(false, srcs);
+  t.external = true;
   return last();
 }
 
@@ -162,20 +166,20 @@ struct State {
 // ggml_gallocr_alloc_graph_impl: the leafs placed first, each node's readers and views counted, then node by node.
 class Placement {
  public:
-  Placement(const Graph& g, std::int64_t alignment) : T_(g.tensors()), st_(T_.size()), mem_(alignment) {
+  Placement(const Graph& g, std::int64_t alignment) : g_(g), T_(g.tensors()), st_(T_.size()), mem_(alignment) {
     for (int l : g.leafs()) allocate(l);
     for (int i : g.nodes()) {
       const Tensor& t = T_[at(i)];
       if (t.view_of >= 0) ++st_[at(t.view_of)].views;
-      for (int p : t.srcs) ++st_[at(p)].children;
+      for (int p : g.srcs(t)) ++st_[at(p)].children;
     }
   }
   // One node: its parents and itself placed, then each parent released after its last reader.
   void place(int i) {
-    const Tensor& t = T_[at(i)];
-    for (int p : t.srcs) allocate(p);
+    const std::span<const int> srcs = g_.srcs(i);
+    for (int p : srcs) allocate(p);
     allocate(i);
-    for (int p : t.srcs) {
+    for (int p : srcs) {
       State& ps = st_[at(p)];
       if (--ps.children != 0 || ps.views != 0) continue;
       if (T_[at(p)].view_of >= 0) {
@@ -200,7 +204,7 @@ class Placement {
     if (s.allocated || t.view_of >= 0 || t.external || t.host) return;
     s.allocated = true;
     if (t.inplace) {
-      for (int p : t.srcs) {
+      for (int p : g_.srcs(t)) {
         State& ps = st_[at(p)];
         const Tensor& pt = T_[at(p)];
         // views are never owned by the allocator (ggml_gallocr_is_own), so only a plain parent is reused
@@ -220,6 +224,7 @@ class Placement {
     mem_.free(st_[at(i)].offset, t.bytes());
     st_[at(i)].allocated = false;
   }
+  const Graph& g_;
   const std::vector<Tensor>& T_;
   std::vector<State> st_;
   DynAllocator mem_;
@@ -227,14 +232,15 @@ class Placement {
 
 // Tensor b is tensor a one period later: the same layout and flags, its parents and view source shifted by `shift`
 // where a's are at or after `moved` (tensors of the periods), the same before it.
-bool shifted(const Tensor& a, const Tensor& b, int moved, int shift) {
+bool shifted(const Graph& g, const Tensor& a, const Tensor& b, int moved, int shift) {
   auto map = [&](int id) { return id >= moved ? id + shift : id; };
   if (a.type != b.type || !same_shape(a.ne, b.ne) || a.external != b.external || a.input != b.input || a.output != b.output ||
       a.inplace != b.inplace || a.host != b.host || a.copy_of_node != b.copy_of_node || a.extra != b.extra ||
-      a.srcs.size() != b.srcs.size() || (a.view_of < 0 ? b.view_of != a.view_of : b.view_of != map(a.view_of)))
+      a.n_srcs != b.n_srcs || (a.view_of < 0 ? b.view_of != a.view_of : b.view_of != map(a.view_of)))
     return false;
-  for (std::size_t k = 0; k < a.srcs.size(); ++k)
-    if (b.srcs.at(k) != map(a.srcs.at(k))) return false;
+  const std::span<const int> as = g.srcs(a), bs = g.srcs(b);
+  for (std::size_t k = 0; k < as.size(); ++k)
+    if (bs[k] != map(as[k])) return false;
   return true;
 }
 
@@ -253,11 +259,11 @@ bool periods_repeat(const Graph& g, const Cut& c) {
     if (tensor(id).input || (tensor(id).host && !tensor(id).transient) || tensor(id).output || tensor(id).copy_of_node)
       return false;
   for (int id = c.p1; id < c.p3; ++id)
-    if (!shifted(tensor(id), tensor(id + period), id < c.p2 ? c.p0 : c.p1, period)) return false;
+    if (!shifted(g, tensor(id), tensor(id + period), id < c.p2 ? c.p0 : c.p1, period)) return false;
   auto outside = [&](int id) { return id < c.p0 || id >= c.p3; };
   for (int id = c.p4; id < static_cast<int>(T.size()); ++id) {
     if (tensor(id).view_of >= 0 && !outside(tensor(id).view_of)) return false;
-    for (int p : tensor(id).srcs)
+    for (int p : g.srcs(id))
       if (!outside(p)) return false;
   }
   return true;
@@ -285,7 +291,7 @@ bool state_repeats(const Placement& now, const std::vector<State>& at_p1, const 
 bool earlier_tensors_kept(const Graph& g, const Placement& now, const Cut& c) {
   auto kept = [&](int id) { return id >= c.p0 || now.state(id).children + now.state(id).views >= 1; };
   for (int id = c.p2; id < c.p3; ++id)
-    for (int p : g.at(id).srcs)
+    for (int p : g.srcs(id))
       if (!kept(p) || (g.at(p).view_of >= 0 && !kept(g.at(p).view_of))) return false;
   return true;
 }

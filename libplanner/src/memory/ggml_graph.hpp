@@ -17,12 +17,13 @@
 #include <cstdint>
 #include <initializer_list>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <vector>
 
 namespace kvplan::ggml_graph {
 
-enum class Type : int { f32 = 0, f16 = 1, i8 = 24, i32 = 26, i64 = 27 };  // i8: raw bytes (a quantized tensor's size in ne[0])
+enum class Type : std::uint8_t { f32 = 0, f16 = 1, i8 = 24, i32 = 26, i64 = 27 };  // i8: raw bytes (a quantized tensor's size in ne[0])
 
 // A tensor's parents, inline (ggml's GGML_MAX_SRC is 10): a 48-layer graph has thousands of tensors, and a heap
 // list per tensor was 40 % of a GPU plan's time (allocation and release, callgrind).
@@ -56,10 +57,15 @@ struct Cut {
   int p0 = 0, p1 = 0, p2 = 0, p3 = 0, p4 = 0;
 };
 
+// Small (a cache line): a graph has thousands, built and placed at every probe of a plan's searches, and at 120 bytes
+// with its parents inline, writing them was a third of a graph's time (perf). Its parents are in the graph's list.
 struct Tensor {
-  Type type = Type::f32;
   std::array<std::int64_t, 4> ne{1, 1, 1, 1};
-  int view_of = -1;       // a view: shares its source's memory (ggml_impl_is_view)
+  std::int64_t extra = 0;  // bytes the backend allocates past the tensor (ggml_backend_buft_get_alloc_size)
+  int view_of = -1;        // a view: shares its source's memory (ggml_impl_is_view)
+  std::uint32_t first_src = 0;  // its parents: Graph::srcs(), placed parents only, in src order
+  std::uint8_t n_srcs = 0;
+  Type type = Type::f32;
   bool external = false;  // memory owned elsewhere (a KV cache row written by SET_ROWS)
   bool input = false;     // GGML_TENSOR_FLAG_INPUT
   bool output = false;    // GGML_TENSOR_FLAG_OUTPUT: never freed, never reused
@@ -71,8 +77,6 @@ struct Tensor {
   // A host tensor freed once its split has run (the token rows after their copy to the device, the K/V rows a CPU
   // cache write reads): ggml-alloc reuses its memory, so the host buffer holds the largest, not their sum.
   bool transient = false;
-  std::int64_t extra = 0;  // bytes the backend allocates past the tensor (ggml_backend_buft_get_alloc_size)
-  Srcs srcs;  // placed parents only, in src order
   std::int64_t bytes() const;
 };
 
@@ -99,6 +103,7 @@ class Graph {
   void reserve(std::size_t tensors) {
     tensors_.reserve(tensors);
     nodes_.reserve(tensors);
+    srcs_.reserve(2 * tensors);
   }
   void mark_output(int t) { tensors_[static_cast<std::size_t>(t)].output = true; }
   void mark_host(int t) { tensors_[static_cast<std::size_t>(t)].host = true; }
@@ -109,6 +114,9 @@ class Graph {
   void mark_host_if(bool host, int t) { tensors_[static_cast<std::size_t>(t)].host |= host; }
   void add_extra(int t, std::int64_t bytes) { tensors_[static_cast<std::size_t>(t)].extra += bytes; }
   const Tensor& at(int t) const { return tensors_[static_cast<std::size_t>(t)]; }
+  // A tensor's parents (its srcs), in src order.
+  std::span<const int> srcs(const Tensor& t) const { return {srcs_.data() + t.first_src, t.n_srcs}; }
+  std::span<const int> srcs(int t) const { return srcs(at(t)); }
 
   // Bytes the device needs on top of the placed peak for something the graph does not place (a host weight copy of a
   // matmul kvplan does not model node by node, counted at the peak: an over-estimate).
@@ -131,10 +139,11 @@ class Graph {
   const std::vector<int>& nodes() const { return nodes_; }
 
  private:
-  Tensor& push(bool leaf);
+  Tensor& push(bool leaf, const Srcs& srcs = {});
   int last() const;
   std::vector<Tensor> tensors_;
   std::vector<int> leafs_, nodes_;
+  std::vector<int> srcs_;  // every tensor's parents, one after another (Tensor::first_src)
   std::int64_t unplaced_ = 0;
   std::vector<Cut> cuts_;
 };
