@@ -7,6 +7,8 @@
 
 namespace kvplan::ggml_graph {
 
+static_assert(sizeof(Tensor) <= 64, "a tensor in a cache line: graphs are built and placed at every probe");
+
 std::int64_t Tensor::bytes() const {
   const std::int64_t size = type == Type::i8 ? 1 : type == Type::f16 ? 2 : type == Type::i64 ? 8 : 4;
   std::int64_t n = size;

@@ -25,8 +25,9 @@ namespace kvplan::ggml_graph {
 
 enum class Type : std::uint8_t { f32 = 0, f16 = 1, i8 = 24, i32 = 26, i64 = 27 };  // i8: raw bytes (a quantized tensor's size in ne[0])
 
-// A tensor's parents, inline (ggml's GGML_MAX_SRC is 10): a 48-layer graph has thousands of tensors, and a heap
-// list per tensor was 40 % of a GPU plan's time (allocation and release, callgrind).
+// A node's parents as a builder passes them, inline (ggml's GGML_MAX_SRC is 10): a 48-layer graph has thousands of
+// tensors, and a heap list per tensor was 40 % of a GPU plan's time (allocation and release, callgrind). The graph
+// keeps every tensor's parents in one list (Graph::srcs).
 class Srcs {
  public:
   Srcs() = default;
