@@ -8,6 +8,7 @@
 
 #include "gguf_writer.hpp"
 #include "helpers.hpp"
+#include "memory/weights.hpp"
 
 using namespace kvplan;
 namespace fs = std::filesystem;
@@ -596,6 +597,36 @@ TEST_CASE("a tied model's output copy exists only when the output layer is on an
   const auto on_gpu = weight_bytes(*spec, fmt, kvtest::engine(), kvtest::cuda());
   CHECK(on_gpu.device.unpadded - on_cpu.device.unpadded == 512000);  // the token_embd copy (f16 256 × 1000)
   fs::remove(path);
+}
+
+// A file's tensors placed from the layers' sums (placed_weights' common case) and one by one (sized with names) agree
+// at every -ngl; a file that lists a layer out of order is placed one by one. Fails if the sums trusted the file's
+// order (the reversed file's layer 1 would be counted as layer 0).
+TEST_CASE("a GGUF's layers placed from their sums equal its tensors placed one by one, in any file order") {
+  const auto& c = kvtest::catalog();
+  const EngineSpec& e = kvtest::engine();
+  kvtest::GgufBuilder reversed = tiny_llama();
+  reversed.reverse_tensors();
+  for (auto [name, file] : {std::pair{"in-order.gguf", tiny_llama()}, std::pair{"reversed.gguf", reversed}}) {
+    const std::string path = temp(name);
+    file.write(path);
+    const auto spec = load_model_file(path, c);
+    const SizedWeights by_sums = sized_weights(*spec, c.weight_format("Q8_0"), e, kvtest::cuda(), false);
+    const SizedWeights one_by_one = sized_weights(*spec, c.weight_format("Q8_0"), e, kvtest::cuda(), true);
+    CHECK(by_sums.all_layers.empty() == (std::string(name) == "reversed.gguf"));
+    for (int ngl = 0; ngl <= spec->layers + 1; ++ngl) {
+      INFO(name << " -ngl " << ngl);
+      const Placement p = Placement::for_request(*spec, ngl, std::nullopt);
+      const WeightBytes x = placed_weights(by_sums, *spec, e, kvtest::cuda(), p), y = placed_weights(one_by_one, *spec, e, kvtest::cuda(), p);
+      CHECK(x.device.bytes == y.device.bytes);
+      CHECK(x.device.unpadded == y.device.unpadded);
+      CHECK(x.host.bytes == y.host.bytes);
+      CHECK(x.host.unpadded == y.host.unpadded);
+      CHECK(x.largest_host_matrix == y.largest_host_matrix);
+      CHECK(x.host_weights == y.host_weights);
+    }
+    fs::remove(path);
+  }
 }
 
 namespace {

@@ -1,6 +1,7 @@
 // A minimal GGUF writer for tests: builds headers byte by byte (ggml/src/gguf.cpp layout), so the
 // reader is tested against files whose every byte the test chose.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <fstream>
@@ -31,6 +32,8 @@ class GgufBuilder {
     tensors_.push_back({name, type, std::move(ne), data_size_, bytes});
     data_size_ += (bytes + 31) / 32 * 32;
   }
+  // The tensors listed last to first (their data where it was): a file need not list layers in order.
+  void reverse_tensors() { std::reverse(tensors_.begin(), tensors_.end()); }
   std::vector<std::uint8_t> bytes() const {
     GgufBuilder out;
     out.raw("GGUF", 4);

@@ -420,7 +420,10 @@ TEST_CASE("Gemma 4 per-layer shapes: head sizes, KV heads, K=V, double-wide FFN,
 // sized_weights sizes one layer per class (its shapes and the format rules that select it) and repeats it; with names
 // it sizes every tensor of the recipe one by one. Both must place to the same bytes, whatever the placement. Fails
 // when a class leaves out what decides a layer's tensors (e.g. without the rules, every layer would take the first
-// layer's types: Q4_K_M's use_more_bits layers would lose their q6_K).
+// layer's types: Q4_K_M's use_more_bits layers would lose their q6_K). Sized by class, one GPU's placements of the
+// first layers or experts in RAM are placed from the layers' sums (SizedWeights::all_layers): they must equal the
+// tensors placed one by one too (e.g. fails if the sums of layers [0, k) counted layer k, or an expert-only
+// placement moved a layer's other parts to RAM).
 TEST_CASE("weights sized once per layer class equal the recipe sized tensor by tensor, for every catalog model and format",
           "[weights][layer-class]") {
   const auto& c = kvtest::catalog();
@@ -429,8 +432,14 @@ TEST_CASE("weights sized once per layer class equal the recipe sized tensor by t
   int compared = 0;
   for (const ModelSpec& m : c.models) {
     if (sized_from_params(m) || !m.file_tensors.empty() || m.layers < 2) continue;
-    std::vector<Placement> placements{Placement::full(), Placement::for_request(m, m.layers / 2, std::nullopt)};
-    if (m.moe) placements.push_back(Placement::for_request(m, std::nullopt, m.layers / 3));
+    std::vector<Placement> placements{Placement::full()};
+    for (int ngl : {0, 1, 2, m.layers / 2, m.layers - 1, m.layers, m.layers + 1})
+      placements.push_back(Placement::for_request(m, ngl, std::nullopt));
+    if (m.moe)
+      for (int n_cpu_moe : {1, m.layers / 3, m.layers, m.layers + 5}) {
+        placements.push_back(Placement::for_request(m, std::nullopt, n_cpu_moe));
+        placements.push_back(Placement::for_request(m, m.layers / 2, n_cpu_moe));  // layers and experts in RAM
+      }
     Placement split = Placement::full();
     split.n_layer = m.layers;
     split.split({1, 2});
@@ -457,5 +466,5 @@ TEST_CASE("weights sized once per layer class equal the recipe sized tensor by t
       }
     }
   }
-  CHECK(compared > 5000);
+  CHECK(compared > 30000);
 }

@@ -463,6 +463,7 @@ struct WeightSums {
       host_weights[static_cast<size_t>(i)].bytes = std::max(host_weights[static_cast<size_t>(i)].bytes, matrix.gpu_bytes);
       return;
     }
+    if (host_weights.empty()) host_weights.reserve(at.size());  // one per name at most: grown once, not name by name
     i = static_cast<int>(host_weights.size());
     host_weights.push_back({il < 0 ? n_layer : HostWeight::kEveryLayer, std::string(matrix.base), matrix.gpu_bytes});
   }
@@ -481,7 +482,48 @@ struct WeightSums {
     if (!gpu) largest_host_matrix = std::max(largest_host_matrix, t.largest_cpu_matrix);
     if (!gpu && t.token_embd) lookup_host += t.cpu;
   }
+  // Layers' parts summed (SizedWeights::LayerSums) on the one GPU (device 0) or in RAM, as add() adds each of them.
+  void add(bool gpu, const SizedWeights::LayerSums& l) {
+    SizedWeights::Part t;
+    t.gpu = l.gpu, t.gpu_raw = l.gpu_raw, t.cpu = l.cpu, t.cpu_raw = l.cpu_raw, t.largest_cpu_matrix = l.largest_cpu_matrix;
+    add(gpu ? 0 : -1, t);
+  }
 };
+
+// Layers [from, to) of a list of LayerSums, the largest matrix aside (a prefix's maximum is not a range's).
+SizedWeights::LayerSums layers_between(const std::vector<SizedWeights::LayerSums>& sums, size_t from, size_t to) {
+  const SizedWeights::LayerSums &a = sums[from], &b = sums[to];
+  return {b.gpu - a.gpu, b.gpu_raw - a.gpu_raw, b.cpu - a.cpu, b.cpu_raw - a.cpu_raw, 0};
+}
+
+// The sums of SizedWeights (all_layers, routed_experts, layer_first_part), or none where the parts do not allow them.
+void sum_layers(SizedWeights& w, int layers) {
+  const auto& parts = w.parts;
+  size_t i = 0;
+  while (i < parts.size() && parts[i].il < 0) ++i;
+  std::vector<size_t> first(static_cast<size_t>(layers) + 1, parts.size());
+  std::vector<SizedWeights::LayerSums> all(first.size()), experts(first.size());
+  auto add = [](SizedWeights::LayerSums s, const SizedWeights::Part& p) {
+    s.gpu = checked_add(s.gpu, p.gpu, "weight bytes"), s.gpu_raw = checked_add(s.gpu_raw, p.gpu_raw, "weight bytes");
+    s.cpu = checked_add(s.cpu, p.cpu, "weight bytes"), s.cpu_raw = checked_add(s.cpu_raw, p.cpu_raw, "weight bytes");
+    s.largest_cpu_matrix = std::max(s.largest_cpu_matrix, p.largest_cpu_matrix);
+    return s;
+  };
+  for (int il = 0; il < layers; ++il) {
+    const size_t k = static_cast<size_t>(il);
+    first[k] = i;
+    all[k + 1] = all[k], experts[k + 1] = experts[k];
+    for (; i < parts.size() && parts[i].il == il; ++i) {
+      if (parts[i].on_host) return;
+      all[k + 1] = add(all[k + 1], parts[i]);
+      if (parts[i].expert) experts[k + 1] = add(experts[k + 1], parts[i]);
+    }
+  }
+  first.back() = i;
+  for (size_t j = i; j < parts.size(); ++j)
+    if (parts[j].il >= 0) return;  // a layer's part out of order
+  w.all_layers = std::move(all), w.routed_experts = std::move(experts), w.layer_first_part = std::move(first);
+}
 
 // The output copy of a tied model exists only on another device than token_embd's (an offloaded output layer on
 // a GPU); on the CPU backend, or with the output layer in RAM, it is the same tensor. Gemma 3n creates the output
@@ -667,6 +709,7 @@ SizedWeights sized_weights(const ModelSpec& m, const WeightFormat& format, const
       const std::string_view base = t.name == "token_embd.weight" ? std::string_view("token_embd") : std::string_view(t.name);
       keep(il, base, matrix_base(t.name), t.on_host, engine.type(t.type, field), t.ne0, t.nrows, [&] { return t.name; });
     }
+    if (!names) sum_layers(out, m.layers);
     return out;
   }
   if (format.base_type.empty()) throw InputError("--weights", format.id, "has no per-tensor recipe in data/weights; cannot size it");
@@ -687,6 +730,7 @@ SizedWeights sized_weights(const ModelSpec& m, const WeightFormat& format, const
   for (int il = 0; il < m.layers; ++il)
     if (!repeats.repeat(m, format, il)) repeats.size([&] { recipe.layer(il); });
   recipe.tail();
+  sum_layers(out, m.layers);
   return out;
 }
 
@@ -703,14 +747,39 @@ WeightBytes placed_weights(const SizedWeights& sized, const ModelSpec& m, const 
   if (!overrides.empty() && sized.names.size() != sized.parts.size())
     throw std::logic_error("placed_weights: -ot patterns need the tensors' names (sized_weights with names)");
   std::vector<int> host_weight_at(static_cast<size_t>(sized.distinct_names), -1);
-  for (size_t i = 0; i < sized.parts.size(); ++i) {
+  auto host_matrices = [&](size_t i) {  // part i is in RAM: the GPU's copies of its matrices
+    const SizedWeights::Part& t = sized.parts[i];
+    for (int k = t.first_matrix; k < t.first_matrix + t.n_matrices; ++k)
+      sums.add_host_weight(t.il, sized.matrices[static_cast<size_t>(k)], m.layers, host_weight_at);
+  };
+  auto place = [&](size_t i) {
     const SizedWeights::Part& t = sized.parts[i];
     const int device = device_of(t.on_host, t.il, t.expert, [&]() -> const std::string& { return sized.names[i]; }, placement, overrides);
-    if (device < 0)
-      for (int k = t.first_matrix; k < t.first_matrix + t.n_matrices; ++k)
-        sums.add_host_weight(t.il, sized.matrices[static_cast<size_t>(k)], m.layers, host_weight_at);
-    if (t.tied_copy && !copy_allocated(device >= 0, backend, engine, m)) continue;
+    if (device < 0) host_matrices(i);
+    if (t.tied_copy && !copy_allocated(device >= 0, backend, engine, m)) return;
     sums.add(device, t);
+  };
+  // The common case a placement search asks (one GPU, no -ot; the first layers in RAM, or only the first layers'
+  // routed experts): the layers from their sums, their matrices in RAM one by one, the input and output layers' parts
+  // as every part is placed otherwise.
+  const size_t layers = static_cast<size_t>(m.layers);
+  const size_t in_ram = static_cast<size_t>(std::clamp(placement.first_gpu_layer, 0, m.layers));
+  const size_t experts_in_ram = static_cast<size_t>(std::clamp(placement.cpu_moe_layers, 0, m.layers));
+  if (!sized.all_layers.empty() && overrides.empty() && placement.devices() == 1 && placement.n_layer == m.layers &&
+      (experts_in_ram <= in_ram || in_ram == 0)) {
+    const bool only_experts = experts_in_ram > in_ram;
+    const auto& ram = only_experts ? sized.routed_experts : sized.all_layers;
+    const size_t ram_layers = only_experts ? experts_in_ram : in_ram;
+    for (size_t i = 0; i < sized.layer_first_part[0]; ++i) place(i);
+    for (size_t i = sized.layer_first_part[0]; i < sized.layer_first_part[ram_layers]; ++i)
+      if (!only_experts || sized.parts[i].expert) host_matrices(i);
+    // every layer's parts, less those in RAM, are on the GPU (a sum of none adds nothing)
+    const SizedWeights::LayerSums all = layers_between(sized.all_layers, 0, layers), host = layers_between(ram, 0, ram_layers);
+    sums.add(false, ram[ram_layers]);
+    sums.add(true, {all.gpu - host.gpu, all.gpu_raw - host.gpu_raw, all.cpu - host.cpu, all.cpu_raw - host.cpu_raw, 0});
+    for (size_t i = sized.layer_first_part[layers]; i < sized.parts.size(); ++i) place(i);
+  } else {
+    for (size_t i = 0; i < sized.parts.size(); ++i) place(i);
   }
   WeightBytes out;
   out.largest_host_matrix = sums.largest_host_matrix;
