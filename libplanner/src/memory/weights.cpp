@@ -522,7 +522,8 @@ void sum_layers(SizedWeights& w, int layers) {
   first.back() = i;
   for (size_t j = i; j < parts.size(); ++j)
     if (parts[j].il >= 0) return;  // a layer's part out of order
-  w.all_layers = std::move(all), w.routed_experts = std::move(experts), w.layer_first_part = std::move(first);
+  w.all_layers = std::move(all), w.layer_first_part = std::move(first);
+  if (experts.back().gpu > 0 || experts.back().cpu > 0) w.routed_experts = std::move(experts);  // a dense model: none
 }
 
 // The output copy of a tied model exists only on another device than token_embd's (an offloaded output layer on
@@ -765,9 +766,9 @@ WeightBytes placed_weights(const SizedWeights& sized, const ModelSpec& m, const 
   const size_t layers = static_cast<size_t>(m.layers);
   const size_t in_ram = static_cast<size_t>(std::clamp(placement.first_gpu_layer, 0, m.layers));
   const size_t experts_in_ram = static_cast<size_t>(std::clamp(placement.cpu_moe_layers, 0, m.layers));
+  const bool only_experts = experts_in_ram > in_ram;
   if (!sized.all_layers.empty() && overrides.empty() && placement.devices() == 1 && placement.n_layer == m.layers &&
-      (experts_in_ram <= in_ram || in_ram == 0)) {
-    const bool only_experts = experts_in_ram > in_ram;
+      (!only_experts || in_ram == 0) && (!only_experts || !sized.routed_experts.empty())) {
     const auto& ram = only_experts ? sized.routed_experts : sized.all_layers;
     const size_t ram_layers = only_experts ? experts_in_ram : in_ram;
     for (size_t i = 0; i < sized.layer_first_part[0]; ++i) place(i);

@@ -44,7 +44,7 @@ struct SizedWeights {
   struct LayerSums {
     Bytes gpu = 0, gpu_raw = 0, cpu = 0, cpu_raw = 0, largest_cpu_matrix = 0;
   };
-  std::vector<LayerSums> all_layers, routed_experts;  // every part of the layers; their routed experts' parts
+  std::vector<LayerSums> all_layers, routed_experts;  // every part of the layers; their routed experts' (none: dense)
   std::vector<size_t> layer_first_part;  // where layer k's parts begin; entry `layers`: where the output layer's begin
 };
 // The tensors of a per-tensor model (a GGUF's, or the recipe's); not for models sized from their parameter count.
