@@ -421,7 +421,7 @@ TEST_CASE("Gemma 4 per-layer shapes: head sizes, KV heads, K=V, double-wide FFN,
 // it sizes every tensor of the recipe one by one. Both must place to the same bytes, whatever the placement. Fails
 // when a class leaves out what decides a layer's tensors (e.g. without the rules, every layer would take the first
 // layer's types: Q4_K_M's use_more_bits layers would lose their q6_K). Sized by class, one GPU's placements of the
-// first layers or experts in RAM are placed from the layers' sums (SizedWeights::all_layers): they must equal the
+// first layers or experts in RAM are placed from the layers' sums (sum_layers): they must equal the
 // tensors placed one by one too (e.g. fails if the sums of layers [0, k) counted layer k, or an expert-only
 // placement moved a layer's other parts to RAM).
 TEST_CASE("weights sized once per layer class equal the recipe sized tensor by tensor, for every catalog model and format",
@@ -449,10 +449,12 @@ TEST_CASE("weights sized once per layer class equal the recipe sized tensor by t
       for (const char* backend : {"cuda", "cpu"}) {
         const BackendSpec& b = e.backend(backend);
         const SizedWeights by_class = sized_weights(m, f, e, b, false), by_tensor = sized_weights(m, f, e, b, true);
+        const std::optional<SizedLayers> layers = sum_layers(by_class, m.layers);
+        REQUIRE(layers);  // a recipe lists the input layer, the layers in order, then the output layer
         for (const Placement& p : placements) {
           INFO(m.id << " " << f.id << " " << backend << " first_gpu_layer " << p.first_gpu_layer << " cpu_moe " << p.cpu_moe_layers
                     << " devices " << p.devices());
-          const WeightBytes x = placed_weights(by_class, m, e, b, p), y = placed_weights(by_tensor, m, e, b, p);
+          const WeightBytes x = placed_weights(by_class, m, e, b, p, &*layers), y = placed_weights(by_tensor, m, e, b, p);
           REQUIRE(same(x.device, y.device));
           REQUIRE(same(x.host, y.host));
           REQUIRE(x.per_device.size() == y.per_device.size());

@@ -482,48 +482,18 @@ struct WeightSums {
     if (!gpu) largest_host_matrix = std::max(largest_host_matrix, t.largest_cpu_matrix);
     if (!gpu && t.token_embd) lookup_host += t.cpu;
   }
-  // Layers' parts summed (SizedWeights::LayerSums) on the one GPU (device 0) or in RAM, as add() adds each of them.
-  void add(bool gpu, const SizedWeights::LayerSums& l) {
+  // Layers' parts summed (SizedLayers) on the one GPU (device 0) or in RAM, as add() adds each of them.
+  void add(bool gpu, const SizedLayers::Sums& l) {
     SizedWeights::Part t;
     t.gpu = l.gpu, t.gpu_raw = l.gpu_raw, t.cpu = l.cpu, t.cpu_raw = l.cpu_raw, t.largest_cpu_matrix = l.largest_cpu_matrix;
     add(gpu ? 0 : -1, t);
   }
 };
 
-// Layers [from, to) of a list of LayerSums, the largest matrix aside (a prefix's maximum is not a range's).
-SizedWeights::LayerSums layers_between(const std::vector<SizedWeights::LayerSums>& sums, size_t from, size_t to) {
-  const SizedWeights::LayerSums &a = sums[from], &b = sums[to];
+// Layers [from, to) of a list of sums, the largest matrix aside (a prefix's maximum is not a range's).
+SizedLayers::Sums layers_between(const std::vector<SizedLayers::Sums>& sums, size_t from, size_t to) {
+  const SizedLayers::Sums &a = sums[from], &b = sums[to];
   return {b.gpu - a.gpu, b.gpu_raw - a.gpu_raw, b.cpu - a.cpu, b.cpu_raw - a.cpu_raw, 0};
-}
-
-// The sums of SizedWeights (all_layers, routed_experts, layer_first_part), or none where the parts do not allow them.
-void sum_layers(SizedWeights& w, int layers) {
-  const auto& parts = w.parts;
-  size_t i = 0;
-  while (i < parts.size() && parts[i].il < 0) ++i;
-  std::vector<size_t> first(static_cast<size_t>(layers) + 1, parts.size());
-  std::vector<SizedWeights::LayerSums> all(first.size()), experts(first.size());
-  auto add = [](SizedWeights::LayerSums s, const SizedWeights::Part& p) {
-    s.gpu = checked_add(s.gpu, p.gpu, "weight bytes"), s.gpu_raw = checked_add(s.gpu_raw, p.gpu_raw, "weight bytes");
-    s.cpu = checked_add(s.cpu, p.cpu, "weight bytes"), s.cpu_raw = checked_add(s.cpu_raw, p.cpu_raw, "weight bytes");
-    s.largest_cpu_matrix = std::max(s.largest_cpu_matrix, p.largest_cpu_matrix);
-    return s;
-  };
-  for (int il = 0; il < layers; ++il) {
-    const size_t k = static_cast<size_t>(il);
-    first[k] = i;
-    all[k + 1] = all[k], experts[k + 1] = experts[k];
-    for (; i < parts.size() && parts[i].il == il; ++i) {
-      if (parts[i].on_host) return;
-      all[k + 1] = add(all[k + 1], parts[i]);
-      if (parts[i].expert) experts[k + 1] = add(experts[k + 1], parts[i]);
-    }
-  }
-  first.back() = i;
-  for (size_t j = i; j < parts.size(); ++j)
-    if (parts[j].il >= 0) return;  // a layer's part out of order
-  w.all_layers = std::move(all), w.layer_first_part = std::move(first);
-  if (experts.back().gpu > 0 || experts.back().cpu > 0) w.routed_experts = std::move(experts);  // a dense model: none
 }
 
 // The output copy of a tied model exists only on another device than token_embd's (an offloaded output layer on
@@ -710,7 +680,6 @@ SizedWeights sized_weights(const ModelSpec& m, const WeightFormat& format, const
       const std::string_view base = t.name == "token_embd.weight" ? std::string_view("token_embd") : std::string_view(t.name);
       keep(il, base, matrix_base(t.name), t.on_host, engine.type(t.type, field), t.ne0, t.nrows, [&] { return t.name; });
     }
-    if (!names) sum_layers(out, m.layers);
     return out;
   }
   if (format.base_type.empty()) throw InputError("--weights", format.id, "has no per-tensor recipe in data/weights; cannot size it");
@@ -731,12 +700,41 @@ SizedWeights sized_weights(const ModelSpec& m, const WeightFormat& format, const
   for (int il = 0; il < m.layers; ++il)
     if (!repeats.repeat(m, format, il)) repeats.size([&] { recipe.layer(il); });
   recipe.tail();
-  sum_layers(out, m.layers);
+  return out;
+}
+
+std::optional<SizedLayers> sum_layers(const SizedWeights& w, int layers) {
+  const auto& parts = w.parts;
+  size_t i = 0;
+  while (i < parts.size() && parts[i].il < 0) ++i;
+  SizedLayers out;
+  out.first_part.assign(static_cast<size_t>(std::max(0, layers)) + 1, parts.size());
+  std::vector<SizedLayers::Sums> all(out.first_part.size()), experts(out.first_part.size());
+  auto add = [](SizedLayers::Sums s, const SizedWeights::Part& p) {
+    s.gpu = checked_add(s.gpu, p.gpu, "weight bytes"), s.gpu_raw = checked_add(s.gpu_raw, p.gpu_raw, "weight bytes");
+    s.cpu = checked_add(s.cpu, p.cpu, "weight bytes"), s.cpu_raw = checked_add(s.cpu_raw, p.cpu_raw, "weight bytes");
+    s.largest_cpu_matrix = std::max(s.largest_cpu_matrix, p.largest_cpu_matrix);
+    return s;
+  };
+  for (size_t k = 0; k + 1 < out.first_part.size(); ++k) {
+    out.first_part[k] = i;
+    all[k + 1] = all[k], experts[k + 1] = experts[k];
+    for (; i < parts.size() && parts[i].il == static_cast<int>(k); ++i) {
+      if (parts[i].on_host) return std::nullopt;
+      all[k + 1] = add(all[k + 1], parts[i]);
+      if (parts[i].expert) experts[k + 1] = add(experts[k + 1], parts[i]);
+    }
+  }
+  out.first_part.back() = i;
+  for (size_t j = i; j < parts.size(); ++j)
+    if (parts[j].il >= 0) return std::nullopt;  // a layer's part out of order
+  out.all = std::move(all);
+  if (experts.back().gpu > 0 || experts.back().cpu > 0) out.routed_experts = std::move(experts);
   return out;
 }
 
 WeightBytes placed_weights(const SizedWeights& sized, const ModelSpec& m, const EngineSpec& engine, const BackendSpec& backend,
-                           const Placement& placement) {
+                           const Placement& placement, const SizedLayers* layer_sums) {
   WeightSums sums;
   sums.per_device.resize(static_cast<size_t>(placement.devices()));
   Overrides overrides;
@@ -767,18 +765,19 @@ WeightBytes placed_weights(const SizedWeights& sized, const ModelSpec& m, const 
   const size_t in_ram = static_cast<size_t>(std::clamp(placement.first_gpu_layer, 0, m.layers));
   const size_t experts_in_ram = static_cast<size_t>(std::clamp(placement.cpu_moe_layers, 0, m.layers));
   const bool only_experts = experts_in_ram > in_ram;
-  if (!sized.all_layers.empty() && overrides.empty() && placement.devices() == 1 && placement.n_layer == m.layers &&
-      (!only_experts || in_ram == 0) && (!only_experts || !sized.routed_experts.empty())) {
-    const auto& ram = only_experts ? sized.routed_experts : sized.all_layers;
+  if (layer_sums && layer_sums->first_part.size() == layers + 1 && overrides.empty() && placement.devices() == 1 && placement.n_layer == m.layers &&
+      (!only_experts || in_ram == 0) && (!only_experts || !layer_sums->routed_experts.empty())) {
+    const std::vector<size_t>& first = layer_sums->first_part;
+    const auto& ram = only_experts ? layer_sums->routed_experts : layer_sums->all;
     const size_t ram_layers = only_experts ? experts_in_ram : in_ram;
-    for (size_t i = 0; i < sized.layer_first_part[0]; ++i) place(i);
-    for (size_t i = sized.layer_first_part[0]; i < sized.layer_first_part[ram_layers]; ++i)
+    for (size_t i = 0; i < first[0]; ++i) place(i);
+    for (size_t i = first[0]; i < first[ram_layers]; ++i)
       if (!only_experts || sized.parts[i].expert) host_matrices(i);
     // every layer's parts, less those in RAM, are on the GPU (a sum of none adds nothing)
-    const SizedWeights::LayerSums all = layers_between(sized.all_layers, 0, layers), host = layers_between(ram, 0, ram_layers);
+    const SizedLayers::Sums all = layers_between(layer_sums->all, 0, layers), host = layers_between(ram, 0, ram_layers);
     sums.add(false, ram[ram_layers]);
     sums.add(true, {all.gpu - host.gpu, all.gpu_raw - host.gpu_raw, all.cpu - host.cpu, all.cpu_raw - host.cpu_raw, 0});
-    for (size_t i = sized.layer_first_part[layers]; i < sized.parts.size(); ++i) place(i);
+    for (size_t i = first[layers]; i < sized.parts.size(); ++i) place(i);
   } else {
     for (size_t i = 0; i < sized.parts.size(); ++i) place(i);
   }

@@ -2,6 +2,7 @@
 // Internal to the planner: weight_bytes in two stages, so that a placement search sizes a format's tensors once and
 // then only places them (a 94-layer MoE has ~1,100 tensors; the search tries a dozen placements per format).
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -36,23 +37,26 @@ struct SizedWeights {
   int distinct_names = 0;  // of the matrices: placed_weights keeps one host weight per name, found by index
   std::vector<std::string> names;  // sized with names (-ot patterns match names): one tensor per part, its name
   bool exact = false;  // a GGUF's own tensors (else llama-quantize's recipe: an estimate)
-  // The repeating layers' parts summed from the first layer on, for placed_weights' common case (one GPU, no -ot, the
-  // first layers or the first layers' routed experts in RAM), which a placement search asks at every probe: entry k
-  // of each list sums layers [0, k) (largest_cpu_matrix: the largest). Empty where the parts are not the input
-  // layer's, the layers' in order, then the output layer's (a file may list them otherwise), or where a layer's part
-  // stays in RAM wherever its layer is (on_host).
-  struct LayerSums {
-    Bytes gpu = 0, gpu_raw = 0, cpu = 0, cpu_raw = 0, largest_cpu_matrix = 0;
-  };
-  std::vector<LayerSums> all_layers, routed_experts;  // every part of the layers; their routed experts' (none: dense)
-  std::vector<size_t> layer_first_part;  // where layer k's parts begin; entry `layers`: where the output layer's begin
 };
 // The tensors of a per-tensor model (a GGUF's, or the recipe's); not for models sized from their parameter count.
 SizedWeights sized_weights(const ModelSpec& m, const WeightFormat& format, const EngineSpec& engine, const BackendSpec& backend,
                            bool names);
-// What weight_bytes returns for these tensors under `placement`.
+// The repeating layers' parts summed from the first layer on, for placed_weights' common case (one GPU, no -ot, the
+// first layers or the first layers' routed experts in RAM), which a placement search asks at every probe: entry k of
+// each list sums layers [0, k) (largest_cpu_matrix: the largest).
+struct SizedLayers {
+  struct Sums {
+    Bytes gpu = 0, gpu_raw = 0, cpu = 0, cpu_raw = 0, largest_cpu_matrix = 0;
+  };
+  std::vector<Sums> all, routed_experts;  // every part of the layers; their routed experts' (empty: a dense model)
+  std::vector<size_t> first_part;         // where layer k's parts begin; entry `layers`: where the output layer's begin
+};
+// None where the parts are not the input layer's, the layers' in order, then the output layer's (a file may list them
+// otherwise), or where a layer's part stays in RAM wherever its layer is (on_host).
+std::optional<SizedLayers> sum_layers(const SizedWeights& w, int layers);
+// What weight_bytes returns for these tensors under `placement`; `layers`: their sum_layers, where the caller keeps them.
 WeightBytes placed_weights(const SizedWeights& sized, const ModelSpec& m, const EngineSpec& engine, const BackendSpec& backend,
-                           const Placement& placement);
+                           const Placement& placement, const SizedLayers* layers = nullptr);
 // Catalog MLA and recurrent models without a file: sized from params × bits per weight (weight_bytes_from_params).
 bool sized_from_params(const ModelSpec& m);
 

@@ -181,7 +181,10 @@ std::shared_ptr<const WeightBytes> candidate_weight_bytes(const Setup& s, const 
   if (!placement.split_points.empty()) return shared(placed_weights(sized, *s.model, *s.engine, *s.backend, placement));
   const Setup::WeightsKey key{&f, placement.first_gpu_layer, placement.cpu_moe_layers, placement.output_on_gpu};
   auto it = s.weights_memo.find(key);
-  if (it == s.weights_memo.end()) it = s.weights_memo.emplace(key, shared(placed_weights(sized, *s.model, *s.engine, *s.backend, placement))).first;
+  if (it == s.weights_memo.end()) {
+    const SizedLayers* layers = placement.host_matmuls() ? s.layer_sums(f) : nullptr;
+    it = s.weights_memo.emplace(key, shared(placed_weights(sized, *s.model, *s.engine, *s.backend, placement, layers))).first;
+  }
   return it->second;
 }
 

@@ -205,6 +205,14 @@ struct Setup {
     if (&f == &file_format) return size_once(sized_memo, &f);  // lives in this Setup: not shared with re-plans
     return size_once(compute_memo->sized, FlatKey<4, 0>{{model, &f, engine, backend}, {}});
   }
+  // A format's layer sums (sum_layers; none: its parts allow none), worked out when a placement first puts layers or
+  // experts of it in RAM: a placement search asks for them at every probe, most plans never.
+  mutable std::map<const WeightFormat*, std::optional<SizedLayers>> layer_sums_memo;
+  const SizedLayers* layer_sums(const WeightFormat& f) const {
+    auto it = layer_sums_memo.find(&f);
+    if (it == layer_sums_memo.end()) it = layer_sums_memo.emplace(&f, sum_layers(sized(f), model->layers)).first;
+    return it->second ? &*it->second : nullptr;
+  }
   // A pool's sums of a candidate's allocations (typical and upper bound), as sum_pools adds them.
   struct PoolSums {
     Bytes bytes = 0, high = 0;
