@@ -104,7 +104,7 @@ class Graph {
   void reserve(std::size_t tensors) {
     tensors_.reserve(tensors);
     nodes_.reserve(tensors);
-    srcs_.reserve(2 * tensors);
+    srcs_.reserve(3 * tensors);  // about two parents a tensor, more in attention
   }
   void mark_output(int t) { tensors_[static_cast<std::size_t>(t)].output = true; }
   void mark_host(int t) { tensors_[static_cast<std::size_t>(t)].host = true; }
