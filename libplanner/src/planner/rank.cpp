@@ -118,9 +118,12 @@ Tier rank_tier(const Setup& s, Risk risk, bool below_task_min, const std::string
 
 // Tiers, then the objective, then headroom (a safety term), then a stable tie-break.
 bool ranks_before(const Setup& s, const Option& a, const Option& b) {
-  const Tier ta = rank_tier(s, a.quality.risk, a.below_task_min, a.cache_type_k),
-             tb = rank_tier(s, b.quality.risk, b.below_task_min, b.cache_type_k);
-  if (ta != tb) return ta < tb;  // each worked out once: the sort asks often
+  return ranks_before(s, a, rank_tier(s, a.quality.risk, a.below_task_min, a.cache_type_k), b,
+                      rank_tier(s, b.quality.risk, b.below_task_min, b.cache_type_k));
+}
+
+bool ranks_before(const Setup& s, const Option& a, const Tier& ta, const Option& b, const Tier& tb) {
+  if (ta != tb) return ta < tb;
   if (a.score != b.score) return a.score > b.score;
   const Bytes ha = a.device_headroom(), hb = b.device_headroom();
   if (ha != hb) return ha > hb;
@@ -193,7 +196,9 @@ std::vector<size_t> ranked(const Setup& s, const std::vector<const Option*>& fit
   for (size_t i : candidates) standings.push_back(standing(s, *fitting[i], max_context));
   std::vector<size_t> kept = undominated(standings);
   for (size_t& k : kept) k = candidates[k];
-  std::sort(kept.begin(), kept.end(), [&](size_t a, size_t b) { return ranks_before(s, *fitting[a], *fitting[b]); });
+  std::vector<Tier> tiers(fitting.size());  // each option's once: the sort compares each several times
+  for (size_t k : kept) tiers[k] = rank_tier(s, fitting[k]->quality.risk, fitting[k]->below_task_min, fitting[k]->cache_type_k);
+  std::sort(kept.begin(), kept.end(), [&](size_t a, size_t b) { return ranks_before(s, *fitting[a], tiers[a], *fitting[b], tiers[b]); });
   kept.resize(std::min(kept.size(), count));
   return kept;
 }

@@ -454,6 +454,7 @@ bool ranks_by_max_context(const Setup& s);
 // The objective's context term: what a context short of `target` costs (0 at or beyond it).
 double context_term(int ctx_per_slot, int target);
 bool ranks_before(const Setup& s, const Option& a, const Option& b);
+bool ranks_before(const Setup& s, const Option& a, const Tier& ta, const Option& b, const Tier& tb);  // tiers worked out
 // What dominance compares of an option (the context counted up to the target, the cautious loss, headroom, speed,
 // risk), worked out once per option: rank_options compares every pair.
 struct Standing {

@@ -83,7 +83,8 @@ bool sized_later(const Setup& s, const Candidate& c) { return !s.own_memory && w
 bool changes_shown(const Setup& s, const Option& o, const ShownOptions& shown, size_t count) {
   if (shown.options.size() < count || shown.options.back()->below_task_min) return true;
   if (o.below_task_min) return false;  // below the minimum that the last shown reaches: not ranked
-  if (ranks_before(s, o, *shown.options.back())) return true;
+  if (ranks_before(s, o, rank_tier(s, o.quality.risk, o.below_task_min, o.cache_type_k), *shown.options.back(), shown.last_tier))
+    return true;
   const Standing mine = standing(s, o, false);
   return std::any_of(shown.standings.begin(), shown.standings.end(), [&](const Standing& y) { return dominates(mine, y); });
 }
