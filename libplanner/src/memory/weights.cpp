@@ -703,6 +703,34 @@ SizedWeights sized_weights(const ModelSpec& m, const WeightFormat& format, const
   return out;
 }
 
+namespace {
+// SizedLayers::Copies of the layers' parts (only_experts: of their routed experts' parts).
+void sum_copies(const SizedWeights& w, const std::vector<size_t>& first_part, bool only_experts, SizedLayers::Copies& out) {
+  if (w.matrices.empty()) return;
+  const size_t names = static_cast<size_t>(w.distinct_names), layers = first_part.size() - 1;
+  std::vector<Bytes> largest(names, 0);
+  std::vector<char> seen(names, 0);
+  out.largest.assign((layers + 1) * names, 0);
+  for (size_t k = 0; k < layers; ++k) {
+    for (size_t i = first_part[k]; i < first_part[k + 1]; ++i) {
+      const SizedWeights::Part& p = w.parts[i];
+      if (only_experts && !p.expert) continue;
+      for (int j = p.first_matrix; j < p.first_matrix + p.n_matrices; ++j) {
+        const SizedWeights::Matrix& m = w.matrices[static_cast<size_t>(j)];
+        const size_t n = static_cast<size_t>(m.name);
+        if (!seen[n]) {
+          seen[n] = 1;
+          out.first.push_back(static_cast<size_t>(j));
+          out.first_layer.push_back(static_cast<int>(k));
+        }
+        largest[n] = std::max(largest[n], m.gpu_bytes);
+      }
+    }
+    std::copy(largest.begin(), largest.end(), out.largest.begin() + static_cast<std::ptrdiff_t>((k + 1) * names));
+  }
+}
+}  // namespace
+
 std::optional<SizedLayers> sum_layers(const SizedWeights& w, int layers) {
   const auto& parts = w.parts;
   size_t i = 0;
@@ -728,6 +756,8 @@ std::optional<SizedLayers> sum_layers(const SizedWeights& w, int layers) {
   out.first_part.back() = i;
   for (size_t j = i; j < parts.size(); ++j)
     if (parts[j].il >= 0) return std::nullopt;  // a layer's part out of order
+  sum_copies(w, out.first_part, false, out.all_copies);
+  sum_copies(w, out.first_part, true, out.expert_copies);
   out.all = std::move(all);
   if (experts.back().gpu > 0 || experts.back().cpu > 0) out.routed_experts = std::move(experts);
   return out;
@@ -771,8 +801,14 @@ WeightBytes placed_weights(const SizedWeights& sized, const ModelSpec& m, const 
     const auto& ram = only_experts ? layer_sums->routed_experts : layer_sums->all;
     const size_t ram_layers = only_experts ? experts_in_ram : in_ram;
     for (size_t i = 0; i < first[0]; ++i) place(i);
-    for (size_t i = first[0]; i < first[ram_layers]; ++i)
-      if (!only_experts || sized.parts[i].expert) host_matrices(i);
+    // the RAM layers' copies, each name's largest as the matrices one by one would leave it
+    const SizedLayers::Copies& copies = only_experts ? layer_sums->expert_copies : layer_sums->all_copies;
+    const size_t names = static_cast<size_t>(sized.distinct_names);
+    for (size_t k = 0; k < copies.first.size() && copies.first_layer[k] < static_cast<int>(ram_layers); ++k) {
+      SizedWeights::Matrix largest = sized.matrices[copies.first[k]];
+      largest.gpu_bytes = copies.largest[ram_layers * names + static_cast<size_t>(largest.name)];
+      sums.add_host_weight(copies.first_layer[k], largest, m.layers, host_weight_at);
+    }
     // every layer's parts, less those in RAM, are on the GPU (a sum of none adds nothing)
     const SizedLayers::Sums all = layers_between(layer_sums->all, 0, layers), host = layers_between(ram, 0, ram_layers);
     sums.add(false, ram[ram_layers]);

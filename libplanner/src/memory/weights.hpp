@@ -50,6 +50,15 @@ struct SizedLayers {
   };
   std::vector<Sums> all, routed_experts;  // every part of the layers; their routed experts' (empty: a dense model)
   std::vector<size_t> first_part;         // where layer k's parts begin; entry `layers`: where the output layer's begin
+  // The layers' matmul weights as the GPU's copies of them in RAM (placed_weights' host_weights, a GPU backend's):
+  // each name's first matrix, in the order the names first appear, with the layer it first appears in, and each name's
+  // largest over layers [0, k) (entry k * SizedWeights::distinct_names + name).
+  struct Copies {
+    std::vector<size_t> first;  // indices into SizedWeights::matrices
+    std::vector<int> first_layer;
+    std::vector<Bytes> largest;
+  };
+  Copies all_copies, expert_copies;  // of every part of the layers; of their routed experts'
 };
 // None where the parts are not the input layer's, the layers' in order, then the output layer's (a file may list them
 // otherwise), or where a layer's part stays in RAM wherever its layer is (on_host).

@@ -90,6 +90,9 @@ struct ComputeMemo {
   std::unordered_map<const ModelSpec*, int> cut_hints;
   // Graphs with host matrices' copies, used again for other weight formats (their copies resized).
   GraphReuse graphs;
+  // The layers' sums of `sized`'s entries (sum_layers), worked out when a placement first puts a format's layers or
+  // experts in RAM: a placement search asks for them at every probe, most plans never.
+  std::unordered_map<const SizedWeights*, std::optional<SizedLayers>> layer_sums;
 };
 
 // What one decoded token reads from a pool (speed.cpp): the weights there, those in RAM less the token_embd rows
@@ -205,13 +208,17 @@ struct Setup {
     if (&f == &file_format) return size_once(sized_memo, &f);  // lives in this Setup: not shared with re-plans
     return size_once(compute_memo->sized, FlatKey<4, 0>{{model, &f, engine, backend}, {}});
   }
-  // A format's layer sums (sum_layers; none: its parts allow none), worked out when a placement first puts layers or
-  // experts of it in RAM: a placement search asks for them at every probe, most plans never.
-  mutable std::map<const WeightFormat*, std::optional<SizedLayers>> layer_sums_memo;
+  // A format's layer sums (sum_layers; none: its parts allow none), shared with the re-plans as its tensors are (a
+  // file's own format's kept in this Setup, as its tensors are).
+  mutable std::map<const WeightFormat*, std::optional<SizedLayers>> file_layer_sums;
   const SizedLayers* layer_sums(const WeightFormat& f) const {
-    auto it = layer_sums_memo.find(&f);
-    if (it == layer_sums_memo.end()) it = layer_sums_memo.emplace(&f, sum_layers(sized(f), model->layers)).first;
-    return it->second ? &*it->second : nullptr;
+    auto once = [&](auto& memo, const auto& key) -> const SizedLayers* {
+      auto it = memo.find(key);
+      if (it == memo.end()) it = memo.emplace(key, sum_layers(sized(f), model->layers)).first;
+      return it->second ? &*it->second : nullptr;
+    };
+    if (&f == &file_format) return once(file_layer_sums, &f);
+    return once(compute_memo->layer_sums, &sized(f));
   }
   // A pool's sums of a candidate's allocations (typical and upper bound), as sum_pools adds them.
   struct PoolSums {
