@@ -709,27 +709,39 @@ void sum_copies(const SizedWeights& w, const std::vector<size_t>& first_part, bo
   if (w.matrices.empty()) return;
   const size_t names = static_cast<size_t>(w.distinct_names), layers = first_part.size() - 1;
   std::vector<Bytes> largest(names, 0);
-  std::vector<char> seen(names, 0);
-  out.largest.assign((layers + 1) * names, 0);
-  for (size_t k = 0; k < layers; ++k) {
+  std::vector<std::vector<std::pair<int, Bytes>>> growth(names);
+  for (size_t k = 0; k < layers; ++k)
     for (size_t i = first_part[k]; i < first_part[k + 1]; ++i) {
       const SizedWeights::Part& p = w.parts[i];
       if (only_experts && !p.expert) continue;
       for (int j = p.first_matrix; j < p.first_matrix + p.n_matrices; ++j) {
         const SizedWeights::Matrix& m = w.matrices[static_cast<size_t>(j)];
         const size_t n = static_cast<size_t>(m.name);
-        if (!seen[n]) {
-          seen[n] = 1;
+        if (growth[n].empty()) {
           out.first.push_back(static_cast<size_t>(j));
           out.first_layer.push_back(static_cast<int>(k));
         }
-        largest[n] = std::max(largest[n], m.gpu_bytes);
+        if (growth[n].empty() || m.gpu_bytes > largest[n]) {
+          largest[n] = std::max(largest[n], m.gpu_bytes);
+          if (!growth[n].empty() && growth[n].back().first == static_cast<int>(k) + 1) growth[n].back().second = largest[n];
+          else growth[n].push_back({static_cast<int>(k) + 1, largest[n]});
+        }
       }
     }
-    std::copy(largest.begin(), largest.end(), out.largest.begin() + static_cast<std::ptrdiff_t>((k + 1) * names));
+  for (const auto& g : growth) {
+    out.growth_begin.push_back(out.growth.size());
+    out.growth.insert(out.growth.end(), g.begin(), g.end());
   }
+  out.growth_begin.push_back(out.growth.size());
 }
 }  // namespace
+
+Bytes SizedLayers::Copies::largest(int name, int layers_in_ram) const {
+  Bytes out = 0;
+  const size_t n = static_cast<size_t>(name);
+  for (size_t i = growth_begin[n]; i < growth_begin[n + 1] && growth[i].first <= layers_in_ram; ++i) out = growth[i].second;
+  return out;
+}
 
 std::optional<SizedLayers> sum_layers(const SizedWeights& w, int layers) {
   const auto& parts = w.parts;
@@ -803,10 +815,9 @@ WeightBytes placed_weights(const SizedWeights& sized, const ModelSpec& m, const 
     for (size_t i = 0; i < first[0]; ++i) place(i);
     // the RAM layers' copies, each name's largest as the matrices one by one would leave it
     const SizedLayers::Copies& copies = only_experts ? layer_sums->expert_copies : layer_sums->all_copies;
-    const size_t names = static_cast<size_t>(sized.distinct_names);
     for (size_t k = 0; k < copies.first.size() && copies.first_layer[k] < static_cast<int>(ram_layers); ++k) {
       SizedWeights::Matrix largest = sized.matrices[copies.first[k]];
-      largest.gpu_bytes = copies.largest[ram_layers * names + static_cast<size_t>(largest.name)];
+      largest.gpu_bytes = copies.largest(largest.name, static_cast<int>(ram_layers));
       sums.add_host_weight(copies.first_layer[k], largest, m.layers, host_weight_at);
     }
     // every layer's parts, less those in RAM, are on the GPU (a sum of none adds nothing)

@@ -51,12 +51,14 @@ struct SizedLayers {
   std::vector<Sums> all, routed_experts;  // every part of the layers; their routed experts' (empty: a dense model)
   std::vector<size_t> first_part;         // where layer k's parts begin; entry `layers`: where the output layer's begin
   // The layers' matmul weights as the GPU's copies of them in RAM (placed_weights' host_weights, a GPU backend's):
-  // each name's first matrix, in the order the names first appear, with the layer it first appears in, and each name's
-  // largest over layers [0, k) (entry k * SizedWeights::distinct_names + name).
+  // each name's first matrix, in the order the names first appear, with the layer it first appears in, and where each
+  // name's largest grows from layer to layer (a few times: the layers repeat a handful of classes).
   struct Copies {
     std::vector<size_t> first;  // indices into SizedWeights::matrices
     std::vector<int> first_layer;
-    std::vector<Bytes> largest;
+    std::vector<std::pair<int, Bytes>> growth;  // (k, the name's largest over layers [0, k)), by name, then k
+    std::vector<size_t> growth_begin;           // each name's first entry in growth; names + 1 entries
+    Bytes largest(int name, int layers_in_ram) const;  // the name's largest over layers [0, layers_in_ram)
   };
   Copies all_copies, expert_copies;  // of every part of the layers; of their routed experts'
 };
