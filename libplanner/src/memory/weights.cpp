@@ -734,6 +734,38 @@ void sum_copies(const SizedWeights& w, const std::vector<size_t>& first_part, bo
   }
   out.growth_begin.push_back(out.growth.size());
 }
+
+// placed_weights' common case, which a placement search asks at every probe (one GPU, no -ot; the first layers in RAM,
+// or only the first layers' routed experts): the input and output layers' parts placed one by one (`place`), the
+// repeating layers from their sums and their op-offload copies from each name's largest. False where it does not apply.
+template <class Place>
+bool placed_from_sums(const SizedWeights& sized, const ModelSpec& m, const Placement& placement, const SizedLayers* layer_sums,
+                      bool no_overrides, WeightSums& sums, std::vector<int>& host_weight_at, Place&& place) {
+  const size_t layers = static_cast<size_t>(m.layers);
+  const size_t in_ram = static_cast<size_t>(std::clamp(placement.first_gpu_layer, 0, m.layers));
+  const size_t experts_in_ram = static_cast<size_t>(std::clamp(placement.cpu_moe_layers, 0, m.layers));
+  const bool only_experts = experts_in_ram > in_ram;
+  if (!layer_sums || layer_sums->first_part.size() != layers + 1 || !no_overrides || placement.devices() != 1 ||
+      placement.n_layer != m.layers || (only_experts && (in_ram != 0 || layer_sums->routed_experts.empty())))
+    return false;
+  const std::vector<size_t>& first = layer_sums->first_part;
+  const auto& ram = only_experts ? layer_sums->routed_experts : layer_sums->all;
+  const size_t ram_layers = only_experts ? experts_in_ram : in_ram;
+  for (size_t i = 0; i < first[0]; ++i) place(i);
+  // the RAM layers' copies, each name's largest as the matrices placed one by one would leave it
+  const SizedLayers::Copies& copies = only_experts ? layer_sums->expert_copies : layer_sums->all_copies;
+  for (size_t k = 0; k < copies.first.size() && copies.first_layer[k] < static_cast<int>(ram_layers); ++k) {
+    SizedWeights::Matrix largest = sized.matrices[copies.first[k]];
+    largest.gpu_bytes = copies.largest(largest.name, static_cast<int>(ram_layers));
+    sums.add_host_weight(copies.first_layer[k], largest, m.layers, host_weight_at);
+  }
+  // every layer's parts, less those in RAM, are on the GPU (a sum of none adds nothing)
+  const SizedLayers::Sums all = layers_between(layer_sums->all, 0, layers), host = layers_between(ram, 0, ram_layers);
+  sums.add(false, ram[ram_layers]);
+  sums.add(true, {all.gpu - host.gpu, all.gpu_raw - host.gpu_raw, all.cpu - host.cpu, all.cpu_raw - host.cpu_raw, 0});
+  for (size_t i = first[layers]; i < sized.parts.size(); ++i) place(i);
+  return true;
+}
 }  // namespace
 
 Bytes SizedLayers::Copies::largest(int name, int layers_in_ram) const {
@@ -800,34 +832,8 @@ WeightBytes placed_weights(const SizedWeights& sized, const ModelSpec& m, const 
     if (t.tied_copy && !copy_allocated(device >= 0, backend, engine, m)) return;
     sums.add(device, t);
   };
-  // The common case a placement search asks (one GPU, no -ot; the first layers in RAM, or only the first layers'
-  // routed experts): the layers from their sums, their matrices in RAM one by one, the input and output layers' parts
-  // as every part is placed otherwise.
-  const size_t layers = static_cast<size_t>(m.layers);
-  const size_t in_ram = static_cast<size_t>(std::clamp(placement.first_gpu_layer, 0, m.layers));
-  const size_t experts_in_ram = static_cast<size_t>(std::clamp(placement.cpu_moe_layers, 0, m.layers));
-  const bool only_experts = experts_in_ram > in_ram;
-  if (layer_sums && layer_sums->first_part.size() == layers + 1 && overrides.empty() && placement.devices() == 1 && placement.n_layer == m.layers &&
-      (!only_experts || in_ram == 0) && (!only_experts || !layer_sums->routed_experts.empty())) {
-    const std::vector<size_t>& first = layer_sums->first_part;
-    const auto& ram = only_experts ? layer_sums->routed_experts : layer_sums->all;
-    const size_t ram_layers = only_experts ? experts_in_ram : in_ram;
-    for (size_t i = 0; i < first[0]; ++i) place(i);
-    // the RAM layers' copies, each name's largest as the matrices one by one would leave it
-    const SizedLayers::Copies& copies = only_experts ? layer_sums->expert_copies : layer_sums->all_copies;
-    for (size_t k = 0; k < copies.first.size() && copies.first_layer[k] < static_cast<int>(ram_layers); ++k) {
-      SizedWeights::Matrix largest = sized.matrices[copies.first[k]];
-      largest.gpu_bytes = copies.largest(largest.name, static_cast<int>(ram_layers));
-      sums.add_host_weight(copies.first_layer[k], largest, m.layers, host_weight_at);
-    }
-    // every layer's parts, less those in RAM, are on the GPU (a sum of none adds nothing)
-    const SizedLayers::Sums all = layers_between(layer_sums->all, 0, layers), host = layers_between(ram, 0, ram_layers);
-    sums.add(false, ram[ram_layers]);
-    sums.add(true, {all.gpu - host.gpu, all.gpu_raw - host.gpu_raw, all.cpu - host.cpu, all.cpu_raw - host.cpu_raw, 0});
-    for (size_t i = first[layers]; i < sized.parts.size(); ++i) place(i);
-  } else {
+  if (!placed_from_sums(sized, m, placement, layer_sums, overrides.empty(), sums, host_weight_at, place))
     for (size_t i = 0; i < sized.parts.size(); ++i) place(i);
-  }
   WeightBytes out;
   out.largest_host_matrix = sums.largest_host_matrix;
   out.host_weights_digest = digest(sums.host_weights);
