@@ -145,17 +145,15 @@ std::vector<const GpuSpec*> matching(const std::vector<GpuSpec>& gpus, Matches m
 std::vector<const GpuSpec*> Catalog::gpu_matches(const std::string& name) const {
   const std::string folded = fold(name);
   if (folded.empty()) return {};
-  // An id or alias as folded: one card at most (load.cpp check_unique_names), the common case
-  for (const auto& g : gpus)
-    if (folds_to(g.id, folded) || std::any_of(g.aliases.begin(), g.aliases.end(), [&](const std::string& a) { return folds_to(a, folded); }))
-      return {&g};
+  // Ids and aliases before display names, so an alias settles a driver name two cards share ("3060"); the names'
+  // canonical forms (a string built per name) only where no name folds to the one asked for.
+  auto exact = [&](const std::string& n) { return folds_to(n, folded); };
+  if (auto found = matching(gpus, exact, false); !found.empty()) return found;
   const std::string key = canonical(name);
-  // Ids and aliases before display names, so an alias settles a driver name two cards share ("3060").
-  for (const bool display : {false, true}) {
-    if (display)
-      if (auto exact = matching(gpus, [&](const std::string& n) { return folds_to(n, folded); }, display); !exact.empty()) return exact;
-    if (auto spelled = matching(gpus, [&](const std::string& n) { return canonical(n) == key; }, display); !spelled.empty()) return spelled;
-  }
+  auto spelled = [&](const std::string& n) { return canonical(n) == key; };
+  if (auto found = matching(gpus, spelled, false); !found.empty()) return found;
+  if (auto found = matching(gpus, exact, true); !found.empty()) return found;
+  if (auto found = matching(gpus, spelled, true); !found.empty()) return found;
   // A model without its size ("m2 max", "rtx 4060 ti"): every size of that card. A bare number that names no plain
   // card ("7900"): every card that carries it. A lone "4060 Ti" is not what "4060" says, so that is left to the
   // "did you mean".

@@ -490,12 +490,6 @@ struct WeightSums {
   }
 };
 
-// Layers [from, to) of a list of sums, the largest matrix aside (a prefix's maximum is not a range's).
-SizedLayers::Sums layers_between(const std::vector<SizedLayers::Sums>& sums, size_t from, size_t to) {
-  const SizedLayers::Sums &a = sums[from], &b = sums[to];
-  return {b.gpu - a.gpu, b.gpu_raw - a.gpu_raw, b.cpu - a.cpu, b.cpu_raw - a.cpu_raw, 0};
-}
-
 // The output copy of a tied model exists only on another device than token_embd's (an offloaded output layer on
 // a GPU); on the CPU backend, or with the output layer in RAM, it is the same tensor. Gemma 3n creates the output
 // before token_embd (src/models/gemma3n.cpp load_arch_tensors), so create_tensor's TENSOR_DUPLICATED lookup finds
@@ -759,9 +753,10 @@ bool placed_from_sums(const SizedWeights& sized, const ModelSpec& m, const Place
     largest.gpu_bytes = copies.largest(largest.name, static_cast<int>(ram_layers));
     sums.add_host_weight(copies.first_layer[k], largest, m.layers, host_weight_at);
   }
-  // every layer's parts, less those in RAM, are on the GPU (a sum of none adds nothing)
-  const SizedLayers::Sums all = layers_between(layer_sums->all, 0, layers), host = layers_between(ram, 0, ram_layers);
-  sums.add(false, ram[ram_layers]);
+  // every layer's parts, less those in RAM, are on the GPU (a sum of none adds nothing; the GPU's largest matrix is
+  // not read)
+  const SizedLayers::Sums &all = layer_sums->all[layers], &host = ram[ram_layers];
+  sums.add(false, host);
   sums.add(true, {all.gpu - host.gpu, all.gpu_raw - host.gpu_raw, all.cpu - host.cpu, all.cpu_raw - host.cpu_raw, 0});
   for (size_t i = first[layers]; i < sized.parts.size(); ++i) place(i);
   return true;
